@@ -1,0 +1,33 @@
+# Two commands for a fresh machine: `make test` and `make demo`.
+# The venv is created if absent. On a machine whose pip finds the local CPU wheel of
+# torch 2.13.0 (this project's CI machines) we pin it so no multi-GB CUDA build is pulled;
+# elsewhere a normal torch install is used.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: install test lint demo clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python scripts/install_torch.py
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check encoderlab tests benchmarks scripts
+
+test: lint
+	$(BIN)/python -m pytest
+
+demo: $(STAMP)
+	$(BIN)/encoderlab demo
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,3 @@
+from encoderlab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""The ``encoderlab`` command: a thin layer that parses arguments and calls the library.
+
+Each area of the library contributes its subcommands through a ``register(subparsers)``
+function in its own ``cli`` module, listed in COMMAND_MODULES; the handler set with
+``set_defaults(func=...)`` receives the parsed namespace and returns an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES = [
+    "encoderlab.models.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="encoderlab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (FileNotFoundError, ValueError) as e:  # user errors: one clear line, no traceback
+        print(f"encoderlab {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

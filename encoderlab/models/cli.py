@@ -1,0 +1,5 @@
+"""CLI: ``encoderlab models`` (placeholder until presets land in this module)."""
+
+
+def register(sub) -> None:
+    pass
