@@ -1,0 +1,249 @@
+"""The checkpoint directory format.
+
+An encoderlab checkpoint is a directory that transformers can load directly when the model has a
+transformers equivalent:
+
+    ckpt/
+      encoderlab.yaml      our ModelConfig, the weight naming, and sha256 of every weight file
+      config.json          transformers config (architectures, model_type, sizes)
+      model.safetensors    weights under transformers' names
+      tokenizer files      copied in when a tokenizer is given (vocab.txt, tokenizer.json, ...)
+
+An ELECTRA generator/discriminator pair is two such directories, ``generator/`` and
+``discriminator/``, under one ``encoderlab.yaml``; with gdes sharing the discriminator's exported
+embedding is E_G + delta and ``extra.safetensors`` keeps delta itself so training resumes exactly.
+Variants with no transformers equivalent (pre-LN, a BERT with shared layers, ALBERT with only
+attention or only FFN shared, a BERT with factorized embeddings) are stored under encoderlab's own
+names (``weights: native``) and no config.json; ``export_hf`` refuses them with the reason.
+
+Weights are read from safetensors only: no pickle is ever loaded, no code from a checkpoint run.
+Writes are atomic: a temporary directory is filled, then renamed over the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from encoderlab.interop import hf
+from encoderlab.models.config import ModelConfig
+from encoderlab.models.networks import ElectraPair, GDESEmbedding, build_model
+
+META = "encoderlab.yaml"
+WEIGHTS = "model.safetensors"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+                   "spiece.model", "encoderlab_tokenizer.json")
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory is missing, corrupt or not loadable."""
+
+
+# ---- saving -----------------------------------------------------------------------------------
+def save_model(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path | None = None,
+               extra_files: dict[str, bytes] | None = None) -> Path:
+    """Write ``model`` (built by build_model) to ``path`` atomically and return the path."""
+    path = Path(path)
+    cfg: ModelConfig = model.config
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files: dict[str, str] = {}
+    if isinstance(model, ElectraPair):
+        weights = {}
+        gen_cfg = cfg.with_head("mlm", encoder=cfg.generator, generator=None)
+        disc_cfg = cfg.with_head("discriminator", generator=None)
+        weights["generator"] = _save_network(model.generator.state_dict(), gen_cfg, tmp, "generator/", files)
+        disc_state = _materialized_state(model.discriminator)
+        weights["discriminator"] = _save_network(disc_state, disc_cfg, tmp, "discriminator/", files)
+        if cfg.embedding_sharing == "gdes":
+            delta = model.discriminator.encoder.embeddings.word_embeddings.delta
+            save_file({"discriminator.word_embeddings.delta": delta.detach().contiguous()}, tmp / "extra.safetensors")
+            files["extra.safetensors"] = _sha256(tmp / "extra.safetensors")
+        for sub in ("generator", "discriminator"):
+            _copy_tokenizer(tokenizer_dir, tmp / sub)
+    else:
+        weights = {"": _save_network(model.state_dict(), cfg, tmp, "", files)}
+    _copy_tokenizer(tokenizer_dir, tmp)
+    for name, data in (extra_files or {}).items():
+        (tmp / name).write_bytes(data)
+    meta = {"format_version": FORMAT_VERSION, "model": cfg.to_dict(), "weights": weights, "sha256": files}
+    (tmp / META).write_text(yaml.safe_dump(meta, sort_keys=False))
+    _replace_dir(tmp, path)
+    return path
+
+
+def _save_network(state: dict, cfg: ModelConfig, root: Path, sub: str, files: dict) -> str:
+    """One network into root/sub: HF names + config.json when possible, else native names."""
+    d = root / sub
+    d.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
+    try:
+        tensors, kind = hf.to_hf_state_dict(state, cfg), "hf"
+        (d / "config.json").write_text(json.dumps(hf.hf_config(cfg), indent=2))
+    except hf.ExportError:
+        tensors, kind = _dedupe(state), "native"
+    save_file(tensors, d / WEIGHTS, metadata={"format": "pt"})
+    files[sub + WEIGHTS] = _sha256(d / WEIGHTS)
+    return kind
+
+
+def _materialized_state(disc: nn.Module) -> dict:
+    """The discriminator's state with a GDES embedding written as a plain table E_G + delta."""
+    state = disc.state_dict()
+    emb = disc.encoder.embeddings.word_embeddings
+    if isinstance(emb, GDESEmbedding):
+        state.pop("encoder.embeddings.word_embeddings.delta")
+        state["encoder.embeddings.word_embeddings.weight"] = emb.weight.detach()
+    return state
+
+
+def _dedupe(state: dict) -> dict:
+    """safetensors refuses aliased tensors; keep shared storage once (sharing is in the config)."""
+    seen, out = set(), {}
+    for k, v in state.items():
+        key = (v.data_ptr(), v.shape, v.stride())
+        if key in seen:
+            continue
+        seen.add(key)
+        out[k] = v.clone() if v.storage_offset() or not v.is_contiguous() else v
+    return out
+
+
+def _copy_tokenizer(tokenizer_dir, dest: Path) -> None:
+    if tokenizer_dir is None:
+        return
+    src = Path(tokenizer_dir)
+    if not src.is_dir():
+        raise CheckpointError(f"tokenizer directory {src} does not exist")
+    for name in TOKENIZER_FILES:
+        if (src / name).exists():
+            shutil.copy2(src / name, dest / name)
+
+
+def _replace_dir(tmp: Path, path: Path) -> None:
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    if path.exists():
+        os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---- loading ----------------------------------------------------------------------------------
+def load_config(path: str | Path) -> ModelConfig:
+    path = Path(path)
+    if (path / META).exists():
+        return ModelConfig.from_dict(_read_meta(path)["model"], where=f"{path / META}: model")
+    if (path / "config.json").exists():
+        return hf.config_from_hf(json.loads((path / "config.json").read_text()), where=str(path / "config.json"))
+    raise CheckpointError(f"{path}: neither {META} nor config.json found: not a checkpoint directory")
+
+
+def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
+    """Load an encoderlab checkpoint or a transformers model directory (safetensors only)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint directory {path} does not exist")
+    cfg = load_config(path)
+    model = build_model(cfg)
+    if not (path / META).exists():  # a plain transformers directory
+        model.load_state_dict(_read_hf_network(path, cfg))
+        return model
+    meta = _read_meta(path)
+    if verify:
+        for rel, digest in meta.get("sha256", {}).items():
+            f = path / rel
+            if not f.exists():
+                raise CheckpointError(f"{path}: {rel} is missing (truncated checkpoint?)")
+            if _sha256(f) != digest:
+                raise CheckpointError(f"{path}: {rel} does not match its recorded sha256: corrupt checkpoint")
+    if isinstance(model, ElectraPair):
+        gen_cfg = cfg.with_head("mlm", encoder=cfg.generator, generator=None)
+        disc_cfg = cfg.with_head("discriminator", generator=None)
+        model.generator.load_state_dict(_read_network(path / "generator", gen_cfg, meta["weights"]["generator"]))
+        disc = _read_network(path / "discriminator", disc_cfg, meta["weights"]["discriminator"])
+        if cfg.embedding_sharing == "gdes":
+            extra = _load_safetensors(path / "extra.safetensors")
+            disc.pop("encoder.embeddings.word_embeddings.weight")
+            disc["encoder.embeddings.word_embeddings.delta"] = extra["discriminator.word_embeddings.delta"]
+        # Shared tables load twice with equal values; strict loading still checks every name.
+        model.discriminator.load_state_dict(disc)
+    else:
+        model.load_state_dict(_read_network(path, cfg, meta["weights"][""]))
+    return model
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        meta = yaml.safe_load((path / META).read_text())
+    except yaml.YAMLError as e:
+        raise CheckpointError(f"{path / META}: invalid YAML: {e}") from None
+    if not isinstance(meta, dict) or "model" not in meta:
+        raise CheckpointError(f"{path / META}: not an encoderlab checkpoint description (no 'model' key)")
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointError(f"{path / META}: format_version {meta['format_version']} is newer than this encoderlab")
+    return meta
+
+
+def _read_network(d: Path, cfg: ModelConfig, kind: str) -> dict:
+    if kind == "hf":
+        return _read_hf_network(d, cfg)
+    state = _load_safetensors(d / WEIGHTS)
+    reference = build_model(cfg).state_dict()
+    for k in reference:  # re-create aliases dropped by _dedupe (tied / shared tables)
+        if k not in state:
+            state[k] = _alias_of(k, reference, state)
+    hf.check_shapes(state, reference, where=str(d / WEIGHTS))
+    return state
+
+
+def _alias_of(key, reference, state):
+    ref = reference[key]
+    for k, v in reference.items():
+        if k in state and v.data_ptr() == ref.data_ptr():
+            return state[k]
+    raise CheckpointError(f"tensor {key!r} is missing from the checkpoint")
+
+
+def _read_hf_network(d: Path, cfg: ModelConfig) -> dict:
+    if not (d / WEIGHTS).exists():
+        if any((d / n).exists() for n in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")):
+            raise CheckpointError(
+                f"{d}: only model.safetensors is loaded (pickled weights are never unpickled); convert with "
+                "transformers: AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)")
+        raise CheckpointError(f"{d}: {WEIGHTS} not found")
+    state = hf.from_hf_state_dict(_load_safetensors(d / WEIGHTS), cfg, where=str(d / WEIGHTS))
+    hf.check_shapes(state, _reference_state(cfg), where=str(d / WEIGHTS))
+    return state
+
+
+def _reference_state(cfg: ModelConfig) -> dict:
+    with torch.device("meta"):
+        return build_model(cfg).state_dict()
+
+
+def _load_safetensors(f: Path) -> dict:
+    if not f.exists():
+        raise CheckpointError(f"{f} not found")
+    try:
+        return load_file(f)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{f}: unreadable safetensors file ({e}): truncated or corrupt checkpoint") from None
