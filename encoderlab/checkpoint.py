@@ -22,6 +22,7 @@ Writes are atomic: a temporary directory is filled, then renamed over the old on
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -247,3 +248,37 @@ def _load_safetensors(f: Path) -> dict:
         return load_file(f)
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{f}: unreadable safetensors file ({e}): truncated or corrupt checkpoint") from None
+
+
+# ---- plain transformers export -----------------------------------------------------------------
+def export_hf(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path | None = None) -> list[str]:
+    """Write a plain transformers directory (no encoderlab.yaml). Returns notes on what was changed.
+
+    Sharing patterns transformers cannot express (a BERT with shared layers, ALBERT sharing only
+    attention or only FFN) are exported unshared: the outputs are identical, the sharing constraint
+    is gone. Pre-LN encoders and BERTs with factorized embeddings are refused (ExportError).
+    A gdes discriminator is exported with its effective embedding E_G + delta.
+    """
+    from encoderlab.models.networks import unshare
+
+    cfg = model.config
+    nets = [cfg.with_head("mlm", encoder=cfg.generator, generator=None), cfg.with_head("discriminator")] if (
+        isinstance(model, ElectraPair)) else [cfg]
+    notes = []
+    if any(_sharing_not_exportable(c) for c in nets):
+        model = unshare(copy.deepcopy(model))
+        notes.append("layers were unshared: transformers has no class for this sharing pattern (outputs unchanged)")
+        nets = [n.replace(encoder=n.encoder.unshared()) for n in nets]
+    for c in nets:
+        hf.check_exportable(c)
+    out = save_model(model, path, tokenizer_dir=tokenizer_dir)
+    (out / META).unlink()
+    (out / "extra.safetensors").unlink(missing_ok=True)
+    return notes
+
+
+def _sharing_not_exportable(cfg: ModelConfig) -> bool:
+    e = cfg.encoder
+    if cfg.family == "bert":
+        return e.sharing != "none"
+    return cfg.family == "albert" and e.sharing in ("attention", "ffn")
