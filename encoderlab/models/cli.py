@@ -18,6 +18,12 @@ def register(sub) -> None:
     p.add_argument("dst", metavar="OUT")
     p.set_defaults(func=cmd_convert)
 
+    p = sub.add_parser("export-onnx", help="export an encoder network (ELECTRA: the discriminator) to ONNX")
+    p.add_argument("src", metavar="CKPT")
+    p.add_argument("dst", metavar="OUT.onnx")
+    p.add_argument("--opset", type=int, default=18)
+    p.set_defaults(func=cmd_export_onnx)
+
 
 def models_table() -> list[dict]:
     rows = []
@@ -70,4 +76,14 @@ def cmd_convert(args) -> int:
         after = sum(p.numel() for p in model.parameters())
         checkpoint.save_model(model, args.dst, tokenizer_dir=args.src)
         print(f"unshared {args.src} -> {args.dst}: {before / 1e6:.2f}M -> {after / 1e6:.2f}M parameters, same outputs")
+    return 0
+
+
+def cmd_export_onnx(args) -> int:
+    from encoderlab import checkpoint
+    from encoderlab.interop.onnx import export_onnx
+
+    model = checkpoint.load_model(args.src).eval()
+    path = export_onnx(model, args.dst, opset=args.opset)
+    print(f"exported {model.config.family}/{model.config.head} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")
     return 0
