@@ -1,0 +1,62 @@
+"""Shared benchmark helpers: machine description, timing, and the measured matrix-product peak."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import resource
+import subprocess
+import time
+
+import torch
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        cpu = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
+    except (OSError, StopIteration):
+        pass
+    import importlib.metadata as md
+
+    versions = {"torch": torch.__version__, "python": platform.python_version()}
+    for pkg in ("transformers", "onnxruntime", "tokenizers"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return {"cpu": cpu, "threads": torch.get_num_threads(), "date": datetime.date.today().isoformat(), **versions}
+
+
+def timeit(fn, *, warmup: int = 2, min_time: float = 3.0, max_iters: int = 1000) -> float:
+    """Median seconds per call over at least min_time seconds of calls (after warm-up)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while (time.perf_counter() - start < min_time or len(times) < 3) and len(times) < max_iters:
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, seconds: float = 2.0) -> float:
+    """Dense matrix-product FLOP/s for (n, n) x (n, n) in dtype on this machine, measured now."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    t = timeit(lambda: a @ b, min_time=seconds)
+    return 2 * n**3 / t
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (VmHWM, resettable through /proc/self/clear_refs)."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
