@@ -1,0 +1,1 @@
+"""Equal-compute studies, the claims report, and the demo corpus."""

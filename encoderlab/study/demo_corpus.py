@@ -1,0 +1,117 @@
+"""The demo's embedded corpus: English prose that every Python installation carries.
+
+Passages are the docstrings of the standard library's modules, classes and functions, read from
+the source files with ``ast`` (nothing is imported, so no module's side effects run), plus the
+pydoc topics. They are cleaned (dedented, whitespace collapsed, doctest and code lines dropped) and
+deduplicated. Nothing is copied into the repository: the text is extracted at run time.
+
+The downstream task is derived from the same source with real labels: which standard-library
+package a passage documents (the most frequent packages, balanced by capping).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import sysconfig
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "__pycache__", "turtledemo", "ensurepip"}
+_CODE_LINE = re.compile(
+    r"^\s*(>>>|\.\.\.|\$ |[{}\[\]]|def \w+\(|class \w+[:(]|import [\w.]+\s*$|from [\w.]+ import )")
+
+
+@dataclass(frozen=True)
+class Passage:
+    package: str  # top-level stdlib package or module ("email", "json", "collections", ...)
+    source: str  # dotted name of the documented object
+    text: str
+
+
+def stdlib_dir() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def clean(doc: str) -> str:
+    """Keep the prose: drop doctest/code lines and collapse whitespace."""
+    lines = [ln for ln in doc.splitlines() if not _CODE_LINE.match(ln)]
+    text = re.sub(r"\s+", " ", " ".join(lines)).strip()
+    return text
+
+
+def iter_passages(root: Path | None = None, min_words: int = 8):
+    """Yield the cleaned docstrings of every stdlib source file under root, in sorted path order."""
+    root = root or stdlib_dir()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if any(part in SKIP_DIRS for part in rel.parts) or rel.name.startswith("_") and rel.name != "__init__.py":
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        package = rel.parts[0].removesuffix(".py")
+        dotted = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        for node in [tree, *ast.walk(tree)]:
+            if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            doc = ast.get_docstring(node, clean=True)
+            if not doc:
+                continue
+            text = clean(doc)
+            if len(text.split()) >= min_words:
+                name = dotted if isinstance(node, ast.Module) else f"{dotted}.{node.name}"
+                yield Passage(package=package, source=name, text=text)
+
+
+def pydoc_topics(min_words: int = 8):
+    try:
+        from pydoc_data.topics import topics
+    except ImportError:  # some distributions strip pydoc_data
+        return
+    for name in sorted(topics):
+        for para in re.split(r"\n\s*\n", topics[name]):
+            text = clean(para)
+            if len(text.split()) >= min_words:
+                yield Passage(package="pydoc", source=f"pydoc.{name}", text=text)
+
+
+def build(out_dir: str | Path, *, num_classes: int = 8, max_per_class: int = 400, dev_fraction: float = 0.2) -> dict:
+    """Write ``corpus.txt`` (blank-line separated documents) and ``task/{train,dev}.tsv`` (label, text).
+
+    Deterministic for a given Python installation. Returns counts.
+    """
+    out = Path(out_dir)
+    (out / "task").mkdir(parents=True, exist_ok=True)
+    seen, passages = set(), []
+    for p in [*iter_passages(), *pydoc_topics()]:
+        key = hashlib.sha1(p.text.lower().encode()).hexdigest()
+        if key not in seen:
+            seen.add(key)
+            passages.append(p)
+    # The pretraining corpus: every passage, one document each.
+    with open(out / "corpus.txt", "w", encoding="utf-8") as f:
+        for p in passages:
+            f.write(p.text + "\n\n")
+    # The task: which package a passage documents, over the most frequent packages.
+    counts = Counter(p.package for p in passages if p.package != "pydoc")
+    labels = sorted(name for name, _ in counts.most_common(num_classes))
+    per_class: dict[str, list[Passage]] = {name: [] for name in labels}
+    for p in passages:
+        if p.package in per_class and len(per_class[p.package]) < max_per_class:
+            per_class[p.package].append(p)
+    rows = {"train": [], "dev": []}
+    for name in labels:
+        for p in per_class[name]:
+            h = int(hashlib.sha1(p.source.encode()).hexdigest(), 16) % 1000
+            rows["dev" if h < dev_fraction * 1000 else "train"].append((name, p.text))
+    for split, items in rows.items():
+        with open(out / "task" / f"{split}.tsv", "w", encoding="utf-8") as f:
+            f.write("label\ttext\n")
+            for label, text in items:
+                f.write(f"{label}\t{text.replace(chr(9), ' ')}\n")
+    return {"passages": len(passages), "words": sum(len(p.text.split()) for p in passages), "labels": labels,
+            "train": len(rows["train"]), "dev": len(rows["dev"])}
