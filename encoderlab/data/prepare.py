@@ -48,7 +48,7 @@ class PrepareConfig(Config):
     workers: int = 1
     shard_chars: int = 8_000_000
     valid_fraction: float = 0.01
-    valid_count: int | None = None  # hold out this many documents (sampled at valid_fraction), then stop
+    valid_count: int | None = None  # hold out exactly this many documents instead of a fraction
     seed: int = 0
     # auto: jieba word starts for sentences with CJK characters, WordPiece/▁ word starts elsewhere
     word_boundaries: Literal["auto", "subword", "jieba"] = "auto"
@@ -110,33 +110,38 @@ def prepare(cfg: PrepareConfig, tokenizer_dir: str | Path, out: str | Path) -> d
 # ---- the main process: chunks and bookkeeping ---------------------------------------------------
 def _chunks(corpus: Corpus, cfg: PrepareConfig):
     """Yield ``(shard_id, documents, is_valid flags)`` in corpus order, ~shard_chars per chunk."""
+    threshold = cfg.valid_fraction
+    if cfg.valid_count is not None:  # exactly N: the N smallest hashes, which needs the document count
+        n_docs = sum(1 for _ in corpus)
+        if cfg.valid_count >= n_docs:
+            raise ValueError(f"valid_count {cfg.valid_count} leaves no training documents (of {n_docs})")
+        hashes = _unit_hashes(cfg.seed, np.arange(n_docs))
+        threshold = float(np.partition(hashes, cfg.valid_count)[cfg.valid_count]) if cfg.valid_count else 0.0
+
+    def held_out(lo: int, hi: int) -> np.ndarray:
+        return _unit_hashes(cfg.seed, np.arange(lo, hi)) < threshold
+
     docs: list[str] = []
-    valid: list[bool] = []
-    size, index, n_valid, shard = 0, 0, 0, 0
+    size, index, shard = 0, 0, 0
     for doc in corpus:
-        held_out = _unit_hash(cfg.seed, index) < cfg.valid_fraction
-        if cfg.valid_count is not None and n_valid >= cfg.valid_count:
-            held_out = False
-        n_valid += held_out
         docs.append(doc)
-        valid.append(held_out)
         size += len(doc)
         index += 1
         if size >= cfg.shard_chars:
-            yield f"{shard:05d}", docs, valid
-            docs, valid, size, shard = [], [], 0, shard + 1
+            yield f"{shard:05d}", docs, held_out(index - len(docs), index)
+            docs, size, shard = [], 0, shard + 1
     if docs:
-        yield f"{shard:05d}", docs, valid
-    if cfg.valid_count is not None and n_valid < cfg.valid_count:
-        log.warning("only %d validation documents of the %d asked for", n_valid, cfg.valid_count)
+        yield f"{shard:05d}", docs, held_out(index - len(docs), index)
 
 
-def _unit_hash(seed: int, i: int) -> float:
-    """A seeded splitmix64 of the document index, mapped to [0, 1)."""
-    x = (seed * 0x9E3779B97F4A7C15 + i * 0xBF58476D1CE4E5B9 + 1) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return (x ^ (x >> 31)) / 2.0**64
+def _unit_hashes(seed: int, index: np.ndarray) -> np.ndarray:
+    """A seeded splitmix64 of document indices, mapped to [0, 1): which documents are held out."""
+    with np.errstate(over="ignore"):
+        x = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + index.astype(np.uint64) + np.uint64(1)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) / 2.0**53
 
 
 def _settings(cfg: PrepareConfig) -> dict:
@@ -216,7 +221,7 @@ def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
 def _process_chunk(out: str, shard_id: str, docs: list[str], valid: list[bool]) -> dict:
     stats: dict = {"characters": sum(map(len, docs))}
     for split in SPLITS:
-        part = [d for d, v in zip(docs, valid) if v == (split == "valid")]
+        part = [d for d, v in zip(docs, valid) if bool(v) == (split == "valid")]
         arrays, stats[split] = _tokenize_documents(part)
         _write_shard(Path(out) / split / shard_id, arrays)
     return stats
