@@ -15,7 +15,8 @@ replacements are never special tokens. Labels follow HF: -100 where not chosen, 
 
 Words: a word starts at a position whose ``word_start`` is True, or right after a position that
 cannot be masked; its continuation pieces follow. The span budget is met by truncating the last
-span at a word boundary, so spans never split a word and the rate stays unbiased.
+span at a word boundary (a last word that overshoots is taken with probability left/length),
+so spans never split a word and the expected rate stays ``rate``.
 """
 
 from __future__ import annotations
@@ -146,8 +147,12 @@ def _spans(starts: np.ndarray, maskable: np.ndarray, cfg: MaskingConfig, rng: np
             if picked[w0:w1].any():
                 tries += 1
                 continue
-            fits = np.cumsum(word_len[w0:w1]) <= budget - covered
-            w1 = w0 + max(1, int(fits.sum()))  # last span cut at a word boundary to meet the budget
+            left = budget - covered
+            w1 = w0 + int((np.cumsum(word_len[w0:w1]) <= left).sum())  # cut at a word boundary
+            if w1 == w0:  # even one word overshoots: take it with odds that keep the rate unbiased
+                if rng.random() >= left / word_len[w0]:
+                    break
+                w1 = w0 + 1
             picked[w0:w1] = True
             covered += int(word_len[w0:w1].sum())
         chosen[b] = inside & picked[np.clip(word_id, 0, None)]
