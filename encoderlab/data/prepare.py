@@ -35,7 +35,7 @@ import numpy as np
 
 from encoderlab.config import Config, ConfigError
 from encoderlab.data.corpus import Corpus, CorpusConfig
-from encoderlab.data.text import has_cjk, jieba_word_starts, split_sentences
+from encoderlab.data.text import has_cjk, jieba_word_starts, mostly_cjk, split_sentences
 from encoderlab.data.tokenizer import Tokenizer, load_tokenizer
 
 log = logging.getLogger("encoderlab.data")
@@ -50,7 +50,7 @@ class PrepareConfig(Config):
     valid_fraction: float = 0.01
     valid_count: int | None = None  # hold out exactly this many documents instead of a fraction
     seed: int = 0
-    # auto: jieba word starts for sentences with CJK characters, WordPiece/▁ word starts elsewhere
+    # auto: jieba word starts for sentences that are >= 30% CJK characters, WordPiece/▁ ones elsewhere
     word_boundaries: Literal["auto", "subword", "jieba"] = "auto"
 
     def validate(self) -> None:
@@ -237,7 +237,7 @@ def _tokenize_documents(docs: list[str]) -> tuple[dict[str, np.ndarray], dict]:
         sents = split_sentences(doc)
         if mode == "jieba" or (mode == "auto" and has_cjk(doc)):  # one check per English document
             first = len(sentences)
-            zh.extend(first + j for j, s in enumerate(sents) if mode == "jieba" or has_cjk(s))
+            zh.extend(first + j for j, s in enumerate(sents) if mode == "jieba" or mostly_cjk(s))
         sentences.extend(sents)
         doc_sizes.append(len(sents))
     ids: list[list[int]] = []

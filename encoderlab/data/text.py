@@ -37,6 +37,11 @@ def has_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
 
 
+def mostly_cjk(text: str, share: float = 0.3) -> bool:
+    """Chinese enough for jieba: an English sentence quoting a Chinese name keeps per-character words."""
+    return len(_CJK.findall(text)) >= share * len(text)
+
+
 _jieba = None
 
 
