@@ -111,7 +111,7 @@ def main() -> None:
         rate = loader_rate(store, LoaderConfig(objective=objective), MaskingConfig(scheme=scheme))
         print(f"| {name} | {rate:.0f} |")
     tiny = tiny_step_rate(tok.vocab_size)
-    print(f"| tiny encoder train step (2 layers, hidden 128, vocab {tok.vocab_size}), for scale | {tiny:.1f} |")
+    print(f"| tiny encoder train step (2 layers, hidden 128, vocab {tok.vocab_size}) | {tiny:.1f} |")
     subprocess.run(["rm", "-rf", str(tmp)], check=True)
 
 
