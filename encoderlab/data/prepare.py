@@ -72,7 +72,7 @@ def prepare(cfg: PrepareConfig, tokenizer_dir: str | Path, out: str | Path) -> d
     pending: deque = deque()
     pool = None
     if cfg.workers > 1:
-        # fork is fast; the tokenizer is loaded in each child (tokenizers' own threads are off there)
+        # fork is fast; each child loads the tokenizer and runs it single-threaded
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         pool = ctx.Pool(cfg.workers, initializer=_init_worker, initargs=(str(out / "tokenizer"), cfg))
     else:
@@ -214,6 +214,8 @@ _worker: dict = {}
 
 
 def _init_worker(tokenizer_dir: str, cfg: PrepareConfig) -> None:
+    if cfg.workers > 1:  # one thread per worker process: the processes are the parallelism
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
     tok = load_tokenizer(tokenizer_dir)
     _worker.update(tok=tok, cfg=cfg, table=tok.word_start_table(), dtype=_dtype(tok.vocab_size))
 

@@ -10,10 +10,12 @@ log = logging.getLogger("encoderlab.data")
 # A sentence ends at Chinese 。！？… (closing quotes/brackets stay with it), or at English .!? followed
 # by whitespace and something that can open a sentence. "Mr. Smith" is split: rare and harmless here.
 _SENTENCE_END = re.compile(
-    # every branch starts with a literal character class, which keeps the scan fast
-    r"(?:\n"  # a line break (a paragraph in most corpora)
-    r"|[。！？…]+[”’」』）)]*"  # Chinese (full-width) enders: no space needed after
-    r"|[.!?]+[\"')\]]*(?=\s+[\"“‘(\[]?[A-Z0-9])"  # English: space, then something that opens a sentence
+    # one leading character class lets the regex engine skip ahead fast; the branches then check
+    # which ender it was with lookbehinds
+    r"[\n。！？….!?]"
+    r"(?:(?<=\n)"  # a line break (a paragraph in most corpora)
+    r"|(?<=[。！？…])[。！？…]*[”’」』）)]*"  # Chinese (full-width) enders: no space needed after
+    r"|(?<=[.!?])[.!?]*[\"')\]]*(?=\s+[\"“‘(\[]?[A-Z0-9])"  # English: space, then a sentence opener
     r")\s*"
 )
 _CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
