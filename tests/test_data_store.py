@@ -149,3 +149,21 @@ def test_cli_tokenizer_train_and_prepare(tmp_path, capsys):
                  "--out", str(tmp_path / "x")]) == 1
     assert "missing.txt does not exist" in capsys.readouterr().err
     assert np.load(tmp_path / "s" / "train" / "00000" / "tokens.npy").dtype == np.uint16
+
+
+@pytest.mark.parametrize("model", ["wordpiece", "unigram"])
+def test_joined_document_encoding_equals_per_sentence_encoding(tmp_path, model):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(english_text(30) + "\n\n" + chinese_lines(20).replace("\n", "\n\n"), encoding="utf-8")
+    tiny_tokenizer(tmp_path / "tok", corpus, vocab_size=250, model=model)
+    prep._init_worker(str(tmp_path / "tok"), config(corpus))
+    tok = prep._worker["tok"]
+    docs = corpus.read_text(encoding="utf-8").split("\n\n")
+    sentences = [s for d in docs for s in split_sentences(d)]
+    sizes = [len(split_sentences(d)) for d in docs]
+    fast = prep._encode_sentences(tok, docs, sentences, sizes)
+    one_by_one = [tok.encode(s) for s in sentences]
+    assert fast[1].tolist() == [len(x) for x in one_by_one]
+    assert fast[0].tolist() == [t for x in one_by_one for t in x]
+    slow = prep._encode_sentences(tok, [*docs, "a [SEP] b"], sentences, [*sizes, 0])  # literal [SEP]
+    assert np.array_equal(slow[0], fast[0]) and np.array_equal(slow[1], fast[1])
