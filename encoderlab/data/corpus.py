@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from encoderlab.config import Config
+from encoderlab.config import Config, ConfigError
 
 log = logging.getLogger("encoderlab.data")
 
@@ -47,8 +47,6 @@ class CorpusConfig(Config):
 
     def validate(self) -> None:
         if self.max_line_chars < 1024 or self.max_doc_chars < self.max_line_chars:
-            from encoderlab.config import ConfigError
-
             raise ConfigError("need max_doc_chars >= max_line_chars >= 1024")
 
 
