@@ -171,3 +171,22 @@ def test_wikipedia_packs_99_percent_real_tokens(tmp_path):
     real = torch.stack([(b["input_ids"] != store.special_ids["pad"]) for b in batches])
     assert real.float().mean() >= 0.99
     assert store.num_documents > 1000 and store.meta["counts"]["valid"]["documents"] > 0
+
+
+@pytest.mark.parametrize("objective", ["packed", "sop"])
+def test_loader_batches_feed_whole_word_masking(data_store, objective):
+    from encoderlab.data.masking import MaskingConfig, mask_tokens
+
+    store, tok = data_store
+    loader = PretrainLoader(store, LoaderConfig(objective=objective, batch_size=16, seq_len=32))
+    g = torch.Generator().manual_seed(0)
+    for batch in take(loader, 5):
+        ids = batch["input_ids"]
+        masked, labels = mask_tokens(
+            ids, batch["word_start"], loader.special_ids, loader.vocab_size, loader.mask_id,
+            MaskingConfig(scheme="whole_word", rate=0.3), g,
+        )
+        chosen = labels != -100
+        assert chosen.any() and not chosen[torch.isin(ids, torch.tensor(loader.special_ids))].any()
+        continuation = ~batch["word_start"] & torch.roll(chosen, 1, dims=1)  # piece after a chosen one
+        assert chosen[continuation].all()  # its word was chosen whole

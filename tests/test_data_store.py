@@ -79,6 +79,8 @@ def test_tokenizer_mismatch_is_refused(data_setup, tmp_path):
         TokenStore(tmp_path / "s", tokenizer=other)
     store = TokenStore(tmp_path / "s", tokenizer=tok)
     assert store.tokenizer_hash == tok.hash and store.meta["dtype"] == "uint16"
+    assert isinstance(store.tokens[0], np.memmap) and isinstance(store.word_start[0], np.memmap)
+    assert store.meta["sources"][0]["path"] == str(corpus) and store.meta["corpus_stats"]["documents"] == 60
 
 
 def test_store_holds_documents_as_sentences(data_setup, tmp_path):
