@@ -1,0 +1,60 @@
+"""CLI: ``encoderlab study STUDY.yaml [key=value ...]`` and ``encoderlab demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BUILTIN = Path(__file__).resolve().parent / "builtin"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("study", help="pretrain variants at equal FLOPs, evaluate, and write the claims report")
+    p.add_argument("study", help="a study YAML, or a built-in name: " + ", ".join(sorted(builtin_names())))
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. corpus=[../shared/data/enwiki_extract]")
+    p.set_defaults(func=cmd_study)
+    p = sub.add_parser("demo", help="a small claims study of tiny BERT, ALBERT and ELECTRA on the embedded corpus")
+    p.add_argument("overrides", nargs="*", metavar="key=value")
+    p.set_defaults(func=cmd_demo)
+
+
+def builtin_names() -> list[str]:
+    return [p.stem for p in BUILTIN.glob("*.yaml")]
+
+
+def load_study(name_or_path: str, overrides=()):
+    from encoderlab.study.config import StudyConfig
+
+    path = Path(name_or_path)
+    if not path.exists():
+        if name_or_path not in builtin_names():
+            raise FileNotFoundError(f"study {name_or_path!r}: no such file and not a built-in study "
+                                    f"({', '.join(sorted(builtin_names()))})")
+        path = BUILTIN / f"{name_or_path}.yaml"
+    return StudyConfig.from_yaml(path).with_overrides(list(overrides))
+
+
+def cmd_study(args) -> int:
+    from encoderlab.study.runner import run_study
+
+    report = run_study(load_study(args.study, args.overrides))
+    print_summary(report)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    return cmd_study(type("A", (), {"study": "demo", "overrides": args.overrides})())
+
+
+def print_summary(report: dict) -> None:
+    from encoderlab.study.claims import final_score
+
+    print("\nvariant            params    tokens/s   downstream (median ± std)")
+    for name, r in report["variants"].items():
+        fs = final_score(r)
+        tps = sorted(x["tokens_per_s"] for x in r["curve"]["train"][len(r["curve"]["train"]) // 2:] or [{"tokens_per_s": 0}])
+        print(f"{name:<18}{r['measure']['params_encoder'] / 1e6:6.2f}M  {tps[len(tps) // 2]:9.0f}   "
+              + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–"))
+    print("\nclaims:")
+    for c in report["claims"]:
+        print(f"  {c['claim']:>2}. [{c['verdict']}] {c['title']}")
+    print(f"\nreport: {Path(report['config']['out_dir']) / 'report.md'}")

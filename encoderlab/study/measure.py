@@ -1,0 +1,156 @@
+"""What a study measures about each variant: checkpoints at fractions of the budget, curves,
+downstream scores, size on disk, parameter counts, inference latency and minimal pairs."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from encoderlab.study.config import StudyConfig, TaskRef
+
+DEMO_TASK = "demo"
+
+
+def checkpoints_at(run_dir: Path, budget: float, fractions) -> dict:
+    """For each fraction f, the checkpoint whose cumulative FLOPs are nearest f * budget."""
+    from encoderlab.train.state import STATE_JSON, list_checkpoints
+
+    found = []
+    for p in list_checkpoints(run_dir):
+        info = json.loads((p / STATE_JSON).read_text())
+        found.append({"path": str(p), "step": info["step"], "flops": info["flops"]})
+    if not found:
+        raise RuntimeError(f"{run_dir}: the pretraining left no checkpoint")
+    out = {}
+    for f in fractions:
+        best = min(found, key=lambda c: abs(c["flops"] - f * budget))
+        out[str(f)] = {**best, "fraction_of_budget": best["flops"] / budget}
+    return out
+
+
+def read_metrics(path: Path) -> dict:
+    """The train and eval records of a run's metrics.jsonl (the last record per step wins on resume)."""
+    recs = {"train": {}, "eval": {}}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("split") in recs:
+                recs[r["split"]][r["step"]] = r
+    return {k: [v[s] for s in sorted(v)] for k, v in recs.items()}
+
+
+def task_spec(task: TaskRef, data: dict):
+    from encoderlab.eval.tasks import TaskSpec, get_task
+
+    if task.name == DEMO_TASK:
+        if not data.get("demo_task"):
+            raise ValueError("task 'demo' needs the embedded demo corpus (no corpus given)")
+        return TaskSpec(name="stdlib-package", text_a="text", label="label", data_dir=data["demo_task"]), None
+    return get_task(task.name), task.data_dir or data.get("glue_dir")
+
+
+def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *, unshare: bool = False) -> dict:
+    from encoderlab.checkpoint import load_model
+    from encoderlab.eval.finetune import finetune
+    from encoderlab.models.networks import unshare as unshare_model
+
+    spec, data_dir = task_spec(task, data)
+    model = load_model(ck)
+    if unshare:
+        model = unshare_model(model)
+    r = finetune(model, spec, cfg.finetune, cfg.seeds, data_dir=data_dir, tokenizer_dir=data["tokenizer"],
+                 log=lambda *a: None)
+    return {"task": r["task"], "score": r["score"], "summary": r["summary"],
+            "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"]}
+
+
+def _downstream_network(model):
+    from encoderlab.models.networks import ElectraPair
+
+    return model.discriminator if isinstance(model, ElectraPair) else model
+
+
+def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
+    """Size, parameters, inference latency (batch 1 and 32, sequence 128) and minimal pairs."""
+    from encoderlab.checkpoint import load_model
+
+    model = load_model(ck).eval()
+    net = _downstream_network(model)
+    ck = Path(ck)
+    weights = ck / "discriminator" / "model.safetensors" if (ck / "discriminator").is_dir() else ck / "model.safetensors"
+    out = {
+        "params_total": sum(p.numel() for p in model.parameters()),
+        "params_encoder": sum(p.numel() for p in net.encoder.parameters()),
+        "checkpoint_mb": weights.stat().st_size / 1e6,
+    }
+    if cfg.latency:
+        out["latency_ms"] = inference_latency(net.encoder, cfg)
+    if cfg.minimal_pairs != "off":
+        out["minimal_pairs"] = minimal_pairs(model, cfg, data, ck)
+    return out
+
+
+@torch.inference_mode()
+def inference_latency(encoder, cfg: StudyConfig, seconds: float = 1.0) -> dict:
+    T = min(128, encoder.config.max_position_embeddings)
+    res = {}
+    for dtype in ("fp32", "bf16"):
+        for B in (1, 32):
+            ids = torch.randint(5, encoder.config.vocab_size, (B, T), generator=torch.Generator().manual_seed(0))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+                encoder(ids)  # warm-up
+                times, start = [], time.perf_counter()
+                while time.perf_counter() - start < seconds or len(times) < 3:
+                    t = time.perf_counter()
+                    encoder(ids)
+                    times.append(time.perf_counter() - t)
+            times.sort()
+            res[f"{dtype}_b{B}"] = 1000 * times[len(times) // 2]
+    return res
+
+
+def derived_minimal_pairs(data: dict, path: Path, n: int = 300, seed: int = 0) -> Path:
+    """Minimal pairs from held-out text: the good sentence as written, the bad one with two adjacent
+    words swapped (UID "adjacent-swap"). Real sentences the models never trained on."""
+    from encoderlab.data.store import TokenStore
+    from encoderlab.data.tokenizer import load_tokenizer
+
+    store = TokenStore(data["store"], "valid")
+    tok = load_tokenizer(data["tokenizer"])
+    rng = random.Random(seed)
+    pairs = []
+    for d in range(store.num_documents):
+        for ids, _ in store.document(d):
+            words = tok.decode([int(i) for i in ids]).split()
+            if 6 <= len(words) <= 25:
+                i = rng.randrange(len(words) - 1)
+                if words[i] == words[i + 1]:
+                    continue
+                bad = words[:i] + [words[i + 1], words[i]] + words[i + 2:]
+                pairs.append({"sentence_good": " ".join(words), "sentence_bad": " ".join(bad),
+                              "UID": "adjacent-swap", "field": "word order"})
+    rng.shuffle(pairs)
+    path.write_text("".join(json.dumps(p) + "\n" for p in pairs[:n]))
+    return path
+
+
+def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
+    from encoderlab.eval.intrinsic import minimal_pairs_accuracy
+    from encoderlab.eval.tokenization import load_tokenizer
+    from encoderlab.models.networks import ElectraPair
+
+    path = Path(cfg.minimal_pairs) if cfg.minimal_pairs else Path(cfg.out_dir) / "data" / "minimal_pairs.jsonl"
+    if not cfg.minimal_pairs and not path.exists():
+        derived_minimal_pairs(data, path)
+    tok = load_tokenizer(data["tokenizer"])
+    out = {}
+    methods = ["mlm", "discriminator"] if isinstance(model, ElectraPair) else ["mlm"]
+    for m in methods:  # for ELECTRA: "mlm" scores its generator, "discriminator" the discriminator
+        r = minimal_pairs_accuracy(model, tok, path, method=m, bf16=cfg.bf16)
+        out["generator" if m == "mlm" and isinstance(model, ElectraPair) else m] = {
+            "accuracy": r["accuracy"], "n": r["n"]}
+    return out

@@ -1,0 +1,185 @@
+"""The study report: report.json (everything), report.md (tables, claims, plots) and PNG plots.
+
+Every number comes from the run that wrote it; the report records machine, versions, date and the
+resolved config.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+from pathlib import Path
+
+from encoderlab.study.claims import evaluate_claims, final_score
+from encoderlab.study.config import StudyConfig
+
+
+def environment() -> dict:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from encoderlab.eval.finetune import versions
+
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu,
+            "threads": torch.get_num_threads(), "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available()
+            else None, "versions": versions()}
+
+
+def _eval_loss(rec: dict) -> float | None:
+    return rec.get("eval_mlm_loss", rec.get("eval_gen_loss"))
+
+
+def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    files = []
+    V = results["variants"]
+
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    for name, r in V.items():
+        ev = [e for e in r["curve"]["eval"] if _eval_loss(e) is not None]
+        if ev:
+            ax[0].plot([e["flops"] for e in ev], [_eval_loss(e) for e in ev], marker="o", label=name)
+        auc = [e for e in r["curve"]["eval"] if "eval_disc_auc" in e]
+        if auc:
+            ax[1].plot([e["flops"] for e in auc], [e["eval_disc_auc"] for e in auc], marker="o", label=name)
+    ax[0].set(xlabel="pretraining FLOPs", ylabel="held-out MLM loss (ELECTRA: generator)", xscale="log",
+              title="Held-out MLM loss")
+    ax[1].set(xlabel="pretraining FLOPs", ylabel="discriminator ROC AUC", xscale="log", title="ELECTRA discriminators")
+    for a in ax:
+        if a.lines:
+            a.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "loss_vs_flops.png", dpi=110)
+    plt.close(fig)
+    files.append("loss_vs_flops.png")
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name, r in V.items():
+        pts = {}
+        for key, ft in r["finetune"].items():
+            task, frac = key.rsplit("@", 1)
+            if "+unshared" in task:
+                continue
+            flops = r["checkpoints"][frac]["flops"]
+            pts.setdefault(flops, []).append(ft["score"])
+        if pts:
+            xs = sorted(pts)
+            med = [sum(s["median"] for s in pts[x]) / len(pts[x]) for x in xs]
+            lo = [sum(s["min"] for s in pts[x]) / len(pts[x]) for x in xs]
+            hi = [sum(s["max"] for s in pts[x]) / len(pts[x]) for x in xs]
+            line = ax.plot(xs, med, marker="o", label=name)[0]
+            ax.fill_between(xs, lo, hi, alpha=0.15, color=line.get_color())
+    ax.set(xlabel="pretraining FLOPs", ylabel="downstream score (median; band: min-max over seeds)", xscale="log",
+           title="Downstream score against compute")
+    if ax.lines:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "score_vs_flops.png", dpi=110)
+    plt.close(fig)
+    files.append("score_vs_flops.png")
+
+    names = list(V)
+    fig, ax = plt.subplots(1, 3, figsize=(13, 4))
+    tps = [_steady(V[n])["tokens_per_s"] for n in names]
+    mem = [_steady(V[n])["peak_memory_mb"] for n in names]
+    ax[0].bar(names, tps)
+    ax[0].set(title="training throughput", ylabel="tokens/s")
+    ax[1].bar(names, mem)
+    ax[1].set(title="training peak memory", ylabel="MB (process max RSS)")
+    lat = [V[n]["measure"].get("latency_ms", {}) for n in names]
+    if lat and lat[0]:
+        import numpy as np
+
+        x = np.arange(len(names))
+        for i, k in enumerate(sorted(lat[0])):
+            ax[2].bar(x + i * 0.2, [d[k] for d in lat], width=0.2, label=k)
+        ax[2].set_xticks(x + 0.3, names)
+        ax[2].set(title="inference latency (seq 128)", ylabel="ms", yscale="log")
+        ax[2].legend(fontsize=7)
+    for a in ax:
+        a.tick_params(axis="x", rotation=45, labelsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "speed_memory.png", dpi=110)
+    plt.close(fig)
+    files.append("speed_memory.png")
+    return files
+
+
+def _steady(r: dict) -> dict:
+    recs = r["curve"]["train"]
+    tail = recs[len(recs) // 2:] or recs
+    if not tail:
+        return {"tokens_per_s": float("nan"), "peak_memory_mb": float("nan")}
+    tps = sorted(x["tokens_per_s"] for x in tail)
+    return {"tokens_per_s": tps[len(tps) // 2], "peak_memory_mb": max(x["peak_memory_mb"] for x in recs)}
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.3g}" if abs(x) >= 1e4 or abs(x) < 1e-2 else f"{x:.3f}"
+    return str(x)
+
+
+def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
+    env = environment()
+    claims = evaluate_claims(results["variants"])
+    report = {"study": cfg.name, "environment": env, **results, "claims": claims}
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    files = plots(cfg, results, out)
+
+    V = results["variants"]
+    lines = [f"# Study: {cfg.name}", "",
+             f"{env['date']} on {env['cpu']} ({env['threads']} threads"
+             + (f", {env['cuda']}" if env["cuda"] else "") + f"); torch {env['versions'].get('torch')}.",
+             f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
+             f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store {results['data']['store']} "
+             f"({_fmt(results['data'].get('tokens'))} tokens).", ""]
+    if results["data"].get("demo_task"):
+        lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
+                  "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]
+    lines += ["## Variants", "",
+              "| variant | params (encoder) | checkpoint MB | steps | train tokens/s | peak MB | held-out MLM acc "
+              "| disc AUC | downstream (median ± std) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in V.items():
+        m, st = r["measure"], _steady(r)
+        ev = r["curve"]["eval"][-1] if r["curve"]["eval"] else {}
+        fs = final_score(r)
+        last = max(r["checkpoints"].values(), key=lambda c: c["flops"])
+        acc = ev.get("eval_mlm_accuracy", ev.get("eval_gen_accuracy"))
+        lines.append(f"| {name} | {m['params_encoder'] / 1e6:.2f}M | {m['checkpoint_mb']:.1f} | {last['step']} | "
+                     f"{st['tokens_per_s']:.0f} | {st['peak_memory_mb']:.0f} | {_fmt(acc)} | "
+                     f"{_fmt(ev.get('eval_disc_auc'))} | "
+                     + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
+    lines += ["", "Inference latency (ms, sequence 128):", "", "| variant | " +
+              " | ".join(sorted(next(iter(V.values()))["measure"].get("latency_ms", {}))) + " |",
+              "|---|" + "---|" * len(next(iter(V.values()))["measure"].get("latency_ms", {}))]
+    for name, r in V.items():
+        lat = r["measure"].get("latency_ms", {})
+        lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
+    lines += ["", "## Claims", ""]
+    for c in claims:
+        lines.append(f"### {c['claim']}. {c['title']}")
+        lines.append(f"**Verdict: {c['verdict']}**" + (f" — {c['note']}" if c["note"] else ""))
+        for k, val in c["numbers"].items():
+            lines.append(f"- {k}: {_fmt(val)}")
+        lines.append("")
+    lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]
+    lines += ["", "## Resolved config", "", "```yaml", cfg.to_yaml().rstrip(), "```", ""]
+    (out / "report.md").write_text("\n".join(lines))
+    return report

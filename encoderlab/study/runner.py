@@ -1,0 +1,225 @@
+"""``encoderlab study STUDY.yaml``: pretrain every variant at the same FLOPs budget on the same
+token store, evaluate checkpoints at fractions of the budget, measure speed/memory/size, and write
+the report.
+
+Stages are recorded in ``OUT/stages.json`` with a fingerprint of everything they depend on, so a
+rerun skips finished stages, adding a variant runs only that variant, and an interrupted
+pretraining resumes from its last checkpoint (the trainer's exact resume). Each pretraining runs
+in its own process: a crash cannot take the study down, and its peak memory is its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from encoderlab.study.config import StudyConfig, VariantSpec
+
+
+class Stages:
+    """Finished stages, keyed by name, each with the fingerprint it was computed under."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.data = json.loads(path.read_text()) if path.exists() else {}
+
+    def get(self, key: str, fingerprint: str):
+        rec = self.data.get(key)
+        return rec["result"] if rec and rec["fingerprint"] == fingerprint else None
+
+    def put(self, key: str, fingerprint: str, result) -> None:
+        self.data[key] = {"fingerprint": fingerprint, "result": result}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1))
+        os.replace(tmp, self.path)
+
+
+def fingerprint(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class Progress:
+    """Stage lines a person can follow, with an ETA for the whole study from the planned work."""
+
+    def __init__(self, total_units: float, log):
+        self.total, self.done, self.start, self.log = total_units, 0.0, time.perf_counter(), log
+
+    def stage(self, text: str) -> None:
+        self.log(f"[study {self.eta()}] {text}")
+
+    def advance(self, units: float) -> None:
+        self.done += units
+
+    def eta(self) -> str:
+        elapsed = time.perf_counter() - self.start
+        if self.done <= 0:
+            return f"{elapsed:5.0f}s elapsed"
+        remaining = elapsed * max(self.total - self.done, 0) / self.done
+        return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"
+
+
+def run_study(cfg: StudyConfig, *, log=print) -> dict:
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg.to_yaml(out / "study.yaml")
+    stages = Stages(out / "stages.json")
+    # Units for the ETA: one per variant pretraining (the bulk), smaller ones for the rest.
+    n_ft = sum(1 + v.unshare for v in cfg.variants) * len(cfg.finetune_fractions) * len(cfg.tasks)
+    progress = Progress(len(cfg.variants) * 10 + n_ft * 2 + len(cfg.variants) + 1, log)
+
+    data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
+    results = {"config": cfg.to_dict(), "data": data, "variants": {}}
+    for v in cfg.variants:
+        results["variants"][v.name] = run_variant(cfg, v, data, out, stages, progress)
+    from encoderlab.study.report import write_report
+
+    progress.stage("writing the report")
+    report = write_report(cfg, results, out)
+    progress.stage(f"done: {out / 'report.md'}")
+    return report
+
+
+# ---- data ----------------------------------------------------------------------------------------
+def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
+    from encoderlab.data.corpus import CorpusConfig
+    from encoderlab.data.prepare import PrepareConfig, prepare
+    from encoderlab.data.store import TokenStore
+
+    if cfg.store:
+        store = TokenStore(cfg.store)
+        return {"store": cfg.store, "tokenizer": str(store.tokenizer_dir), "demo_task": None,
+                "tokens": store.num_tokens}
+    key_fp = fingerprint(cfg.corpus, cfg.tokenizer, cfg.vocab_size, cfg.max_documents, cfg.seed)
+    done = stages.get("data", key_fp)
+    if done:
+        return done
+    data_dir = out / "data"
+    corpus, demo_task = list(cfg.corpus), None
+    if not corpus:
+        from encoderlab.study.demo_corpus import build
+
+        progress.stage("data: extracting the demo corpus (standard-library docstrings)")
+        info = build(data_dir / "demo")
+        corpus, demo_task = [str(data_dir / "demo" / "corpus.txt")], str(data_dir / "demo" / "task")
+        progress.stage(f"data: {info['passages']} passages, {info['words']} words; task labels {info['labels']}")
+    ccfg = CorpusConfig(paths=tuple(corpus))
+    tok_dir = cfg.tokenizer
+    if tok_dir is None:
+        from encoderlab.data.corpus import Corpus
+        from encoderlab.data.tokenizer import train_tokenizer
+
+        tok_dir = str(data_dir / "tokenizer")
+        progress.stage(f"data: training a WordPiece tokenizer (vocab {cfg.vocab_size})")
+        train_tokenizer(_capped(Corpus(ccfg), cfg.max_documents), vocab_size=cfg.vocab_size, out=tok_dir)
+    progress.stage("data: tokenizing into the token store")
+    meta = prepare(PrepareConfig(corpus=ccfg, seed=cfg.seed, valid_fraction=0.05), tok_dir, data_dir / "store")
+    result = {"store": str(data_dir / "store"), "tokenizer": tok_dir, "demo_task": demo_task,
+              "tokens": meta.get("counts", {}).get("tokens", meta.get("num_tokens"))}
+    stages.put("data", key_fp, result)
+    return result
+
+
+def _capped(it, n):
+    for i, x in enumerate(it):
+        if n is not None and i >= n:
+            return
+        yield x
+
+
+# ---- one variant ---------------------------------------------------------------------------------
+def recipe_for(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> dict:
+    """The PretrainConfig (as a dict) of one variant: shared data, budget and schedule."""
+    from encoderlab.data.store import TokenStore
+    from encoderlab.train.config import InitConfig, PretrainConfig
+    from encoderlab.train.flops import step_flops
+    from encoderlab.train.init import resolve_model
+
+    B, T = cfg.batch_size, cfg.seq_len
+    vocab = TokenStore(data["store"]).vocab_size
+    model_cfg = resolve_model(v.model, InitConfig(), vocab)
+    M = round(v.objective.masking.rate * B * (T - 2))
+    per_step = step_flops(model_cfg, v.objective, B, T, M).total
+    steps = max(1, math.ceil(cfg.budget_flops / per_step))
+    every = max(1, round(min(cfg.eval_fractions) * steps))
+    recipe = {
+        "model": v.model.to_dict(),
+        "objective": v.objective.to_dict(),
+        "optimizer": {"lr": v.lr or cfg.lr, "warmup_steps": max(1, round(cfg.warmup_fraction * steps))},
+        "data": {"kind": "store", "path": data["store"], "tokenizer_dir": data["tokenizer"], "batch_size": B,
+                 "seq_len": T, "eval_batches": cfg.eval_batches},
+        "trainer": {"run_dir": str(run_dir), "seed": cfg.seed, "max_flops": cfg.budget_flops, "bf16": cfg.bf16,
+                    "log_every": max(1, every // 4), "eval_every": every, "checkpoint_every": every,
+                    "keep_last": 10_000, "progress": False},
+    }
+    PretrainConfig.from_dict(recipe)  # validate now, with the variant's name in any error
+    return recipe
+
+
+def run_variant(cfg: StudyConfig, v: VariantSpec, data: dict, out: Path, stages: Stages, progress: Progress) -> dict:
+    from encoderlab.study import measure
+
+    run_dir = out / "runs" / v.name
+    recipe = recipe_for(cfg, v, data, run_dir)
+    fp = fingerprint(recipe)
+    res = {"spec": v.to_dict(), "run_dir": str(run_dir)}
+    pre = stages.get(f"pretrain:{v.name}", fp)
+    if pre is None:
+        progress.stage(f"pretrain {v.name}: {cfg.budget_flops:.3g} FLOPs budget")
+        pre = pretrain_subprocess(recipe, run_dir, v.name)
+        stages.put(f"pretrain:{v.name}", fp, pre)
+    progress.advance(10)
+    res["pretrain"] = pre
+    res["checkpoints"] = measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions)
+    res["curve"] = measure.read_metrics(run_dir / "metrics.jsonl")
+
+    res["finetune"] = {}
+    for frac in cfg.finetune_fractions:
+        ck = res["checkpoints"][str(frac)]["path"]
+        for task in cfg.tasks:
+            kinds = [("", False)] + ([("+unshared", True)] if v.unshare and frac == max(cfg.finetune_fractions) else [])
+            for suffix, unshare in kinds:
+                key = f"finetune:{v.name}{suffix}:{frac}:{task.name}"
+                ffp = fingerprint(fp, ck, task.to_dict(), cfg.finetune.to_dict(), cfg.seeds, unshare)
+                r = stages.get(key, ffp)
+                if r is None:
+                    progress.stage(f"fine-tune {v.name}{suffix} at {frac:g} of the budget on {task.name} "
+                                   f"({cfg.seeds} seeds)")
+                    r = measure.finetune_checkpoint(ck, task, cfg, data, unshare=unshare)
+                    stages.put(key, ffp, r)
+                progress.advance(2)
+                res["finetune"][f"{task.name}{suffix}@{frac}"] = r
+
+    key = f"measure:{v.name}"
+    mfp = fingerprint(fp, cfg.latency, cfg.minimal_pairs)
+    m = stages.get(key, mfp)
+    if m is None:
+        progress.stage(f"measure {v.name}: size, inference latency, minimal pairs")
+        final = res["checkpoints"][str(max(cfg.eval_fractions))]["path"]
+        m = measure.measure_model(final, cfg, data)
+        stages.put(key, mfp, m)
+    progress.advance(1)
+    res["measure"] = m
+    return res
+
+
+def pretrain_subprocess(recipe: dict, run_dir: Path, name: str) -> dict:
+    """Run ``encoderlab pretrain`` in a child process (resumes by itself if a checkpoint exists)."""
+    import yaml
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "study_recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    started = time.perf_counter()
+    with open(run_dir / "pretrain.log", "a") as logf:
+        proc = subprocess.run([sys.executable, "-m", "encoderlab", "pretrain", str(run_dir / "study_recipe.yaml")],
+                              stdout=logf, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = (run_dir / "pretrain.log").read_text().splitlines()[-15:]
+        raise RuntimeError(f"pretraining of variant {name!r} failed (exit {proc.returncode}); "
+                           f"log {run_dir / 'pretrain.log'}:\n" + "\n".join(tail))
+    return {"wall_s": time.perf_counter() - started}
