@@ -49,7 +49,7 @@ class MLMPair(nn.Module):
         if cfg.embedding_sharing == "gdes":
             raise ConfigError("the MLM ablations support embedding_sharing none or shared, not gdes")
         self.config = cfg
-        self.generator = MaskedLM(cfg.with_head("mlm", generator=None), encoder_cfg=cfg.generator)
+        self.generator = MaskedLM(cfg.with_head("mlm", encoder=cfg.generator, generator=None))
         self.mlm = MaskedLM(cfg.with_head("mlm", generator=None))
         if cfg.embedding_sharing == "shared":
             g, d = self.generator.encoder.embeddings, self.mlm.encoder.embeddings

@@ -168,8 +168,8 @@ class Trainer:
                 if stop:
                     status = "interrupted"
                     break
-                if t.checkpoint_every and self.step % t.checkpoint_every == 0:
-                    ckpt = self.save()
+                if t.checkpoint_every and self.step % t.checkpoint_every == 0 and self.bad_in_row == 0:
+                    ckpt = self.save()  # never while non-finite steps are being skipped
             if status != "diverged":
                 if status == "completed":
                     if self.sums:
