@@ -188,7 +188,7 @@ class Trainer:
         self.stop_signal = signum
 
     def _agree_to_stop(self) -> bool:
-        flag = torch.tensor([1.0 if self.stop_signal is not None else 0.0])
+        flag = torch.tensor([1.0 if self.stop_signal is not None else 0.0], device=self.device)
         if self.dist.enabled:
             distributed.all_reduce_(flag)
         return bool(flag.item() > 0)
@@ -235,7 +235,8 @@ class Trainer:
             tokens += out.tokens
         if self.dist.enabled:
             distributed.average_gradients(self.params, world)
-            totals = distributed.all_reduce_(torch.tensor([float(flops), float(tokens)], dtype=torch.float64))
+            totals = torch.tensor([float(flops), float(tokens)], dtype=torch.float64, device=self.device)
+            distributed.all_reduce_(totals)
             flops, tokens = totals[0].item(), int(totals[1].item())
         clip = self.cfg.optimizer.clip_norm
         max_norm = clip if clip > 0 else math.inf
