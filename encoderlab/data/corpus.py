@@ -1,0 +1,312 @@
+"""Streaming corpus readers: files, directories and globs -> documents (str), never the whole corpus.
+
+Formats: plain text (``.txt``, ``.gz``, ``.zst``; one document per blank-line block, per line or per
+file), WikiExtractor output (``<doc ...>`` blocks, tags and title line dropped), JSONL with a text
+field, CSV/TSV with a text column, Parquet (needs ``pyarrow``) and Hugging Face ``datasets`` saved
+with ``save_to_disk`` (needs ``datasets``).
+
+Bad input is counted, not fatal and never silent: invalid UTF-8 bytes become U+FFFD and are
+counted; empty and binary files are skipped with a warning naming them; a missing path is an error
+naming it. Files are read in fixed-size blocks, so a single 100 MB line never sits in memory whole:
+lines longer than ``max_line_chars`` arrive in pieces and documents longer than ``max_doc_chars``
+are emitted as consecutive documents (counted in ``split_documents``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import dataclasses
+import glob
+import gzip
+import json
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from encoderlab.config import Config
+
+log = logging.getLogger("encoderlab.data")
+
+Format = Literal["auto", "text", "wikiextractor", "jsonl", "csv", "tsv", "parquet", "hf_dataset"]
+_BLOCK = 1 << 20  # bytes read at a time
+_SURROGATE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of each invalid byte
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CorpusConfig(Config):
+    paths: tuple[str, ...] = ()
+    format: Format = "auto"
+    # text files only: a document per blank-line-separated block, per line, or per file
+    doc_split: Literal["blank_line", "line", "file"] = "blank_line"
+    text_field: str = "text"  # JSONL key / CSV, TSV, Parquet, datasets column
+    max_line_chars: int = 1 << 20
+    max_doc_chars: int = 4 << 20
+
+    def validate(self) -> None:
+        if self.max_line_chars < 1024 or self.max_doc_chars < self.max_line_chars:
+            from encoderlab.config import ConfigError
+
+            raise ConfigError("need max_doc_chars >= max_line_chars >= 1024")
+
+
+@dataclasses.dataclass
+class CorpusStats:
+    files: int = 0
+    documents: int = 0
+    characters: int = 0
+    replaced_bytes: int = 0
+    split_documents: int = 0
+    bad_records: int = 0
+    skipped_files: list[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{self.documents:,} documents, {self.characters:,} characters from {self.files} file(s); "
+            f"skipped {len(self.skipped_files)} file(s), replaced {self.replaced_bytes:,} invalid "
+            f"UTF-8 byte(s), {self.bad_records} bad record(s), split {self.split_documents} "
+            "over-long document(s)"
+        )
+
+
+def resolve_paths(paths: tuple[str, ...] | list[str], *, keep_dirs: bool = False) -> list[Path]:
+    """Expand globs and directories (recursively, sorted); a path that matches nothing is an error."""
+    if not paths:
+        raise ValueError("no corpus paths given")
+    out: list[Path] = []
+    for p in paths:
+        p = str(p)
+        if any(c in p for c in "*?["):
+            matches = sorted(Path(m) for m in glob.glob(p, recursive=True))
+            if not matches:
+                raise FileNotFoundError(f"corpus glob {p!r} matches no file")
+            out.extend(m for m in matches if m.is_file())
+        elif Path(p).is_dir() and not keep_dirs:
+            out.extend(sorted(f for f in Path(p).rglob("*") if f.is_file() and not f.name.startswith(".")))
+        elif Path(p).exists():
+            out.append(Path(p))
+        else:
+            raise FileNotFoundError(f"corpus path {p} does not exist")
+    return out
+
+
+class Corpus:
+    """Iterate documents of a corpus; ``stats`` is filled as it goes (complete after one pass)."""
+
+    def __init__(self, cfg: CorpusConfig):
+        self.cfg = cfg
+        self.files = resolve_paths(cfg.paths, keep_dirs=cfg.format == "hf_dataset")
+        self.stats = CorpusStats()
+
+    def __iter__(self) -> Iterator[str]:
+        self.stats = CorpusStats()
+        for path in self.files:
+            self.stats.files += 1
+            for doc in self._documents(path):
+                if doc.strip():
+                    self.stats.documents += 1
+                    self.stats.characters += len(doc)
+                    yield doc
+
+    # ---- per format ---------------------------------------------------------------------------
+    def _documents(self, path: Path) -> Iterator[str]:
+        fmt = self.cfg.format if self.cfg.format != "auto" else _format_from_name(path)
+        if fmt == "parquet":
+            yield from self._parquet(path)
+            return
+        if fmt == "hf_dataset":
+            yield from self._hf_dataset(path)
+            return
+        if path.stat().st_size == 0:
+            self._skip(path, "empty file")
+            return
+        try:
+            pieces = _read_pieces(path, self.cfg.max_line_chars, self.stats)
+            first = next(pieces, None)
+        except _Binary:
+            self._skip(path, "binary file (NUL bytes)")
+            return
+        if first is None:
+            self._skip(path, "empty file")
+            return
+        if fmt == "text" and first[0].startswith("<doc "):
+            fmt = "wikiextractor"
+        pieces = _chain(first, pieces)
+        if fmt == "jsonl":
+            yield from self._jsonl(path, pieces)
+        elif fmt in ("csv", "tsv"):
+            yield from self._csv(path, pieces, delimiter="," if fmt == "csv" else "\t")
+        else:
+            yield from self._text(pieces, wiki=fmt == "wikiextractor")
+
+    def _skip(self, path: Path, why: str) -> None:
+        log.warning("skipping %s: %s", path, why)
+        self.stats.skipped_files.append(str(path))
+
+    def _text(self, pieces: Iterator[tuple[str, bool]], *, wiki: bool) -> Iterator[str]:
+        mode = "wiki" if wiki else self.cfg.doc_split
+        limit = self.cfg.max_doc_chars
+        parts: list[str] = []
+        size = 0
+        expect_title = False
+        for text, line_end in pieces:
+            if mode == "wiki" and line_end and not parts and (text.startswith("<doc ") or expect_title):
+                expect_title = text.startswith("<doc ")  # the title line follows the tag: drop both
+                continue
+            boundary = (
+                (mode == "line" and line_end)
+                or (mode == "blank_line" and line_end and not text.strip())
+                or (mode == "wiki" and line_end and text.startswith("</doc>"))
+            )
+            if boundary:
+                if mode == "line":
+                    parts.append(text)
+                yield "".join(parts).strip("\n")
+                parts, size = [], 0
+                continue
+            parts.append(text + ("\n" if line_end else ""))
+            size += len(text)
+            if size >= limit:  # keep memory bounded: an over-long document continues as the next one
+                self.stats.split_documents += 1
+                yield "".join(parts).strip("\n")
+                parts, size = [], 0
+        if parts:
+            yield "".join(parts).strip("\n")
+
+    def _jsonl(self, path: Path, pieces: Iterator[tuple[str, bool]]) -> Iterator[str]:
+        for lineno, line in enumerate(_whole_lines(pieces), 1):
+            if not line.strip():
+                continue
+            try:
+                text = json.loads(line)[self.cfg.text_field]
+                if not isinstance(text, str):
+                    raise TypeError(f"{self.cfg.text_field!r} is {type(text).__name__}, not a string")
+            except (ValueError, KeyError, TypeError) as e:
+                self._bad(f"{path}:{lineno}: {type(e).__name__}: {e}")
+                continue
+            yield from _cap(text, self.cfg.max_doc_chars, self.stats)
+
+    def _csv(self, path: Path, pieces: Iterator[tuple[str, bool]], delimiter: str) -> Iterator[str]:
+        csv.field_size_limit(1 << 30)
+        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # TSVs hold bare quotes
+        reader = csv.reader(_whole_lines(pieces), delimiter=delimiter, quoting=quoting)
+        header = next(reader, None) or []
+        header = [h.lstrip("\ufeff") for h in header]
+        if self.cfg.text_field not in header:
+            raise ValueError(f"{path}: no column {self.cfg.text_field!r}; columns are {header}")
+        col = header.index(self.cfg.text_field)
+        for row in reader:
+            if len(row) <= col:
+                self._bad(f"{path}:{reader.line_num}: {len(row)} field(s), expected > {col}")
+                continue
+            yield from _cap(row[col], self.cfg.max_doc_chars, self.stats)
+
+    def _bad(self, msg: str) -> None:
+        self.stats.bad_records += 1
+        if self.stats.bad_records <= 10:
+            log.warning("skipping bad record %s", msg)
+
+    def _parquet(self, path: Path) -> Iterator[str]:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ValueError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
+        for batch in pq.ParquetFile(path).iter_batches(columns=[self.cfg.text_field], batch_size=1024):
+            for text in batch.column(0).to_pylist():
+                if text:
+                    yield from _cap(text, self.cfg.max_doc_chars, self.stats)
+
+    def _hf_dataset(self, path: Path) -> Iterator[str]:
+        try:
+            import datasets
+        except ImportError:
+            raise ValueError(f"{path}: a saved dataset needs `pip install datasets`") from None
+        ds = datasets.load_from_disk(str(path))
+        if isinstance(ds, datasets.DatasetDict):
+            ds = ds["train"]
+        if self.cfg.text_field not in ds.column_names:
+            raise ValueError(f"{path}: no column {self.cfg.text_field!r}; columns are {ds.column_names}")
+        for start in range(0, len(ds), 1024):
+            for text in ds[start : start + 1024][self.cfg.text_field]:
+                if text:
+                    yield from _cap(text, self.cfg.max_doc_chars, self.stats)
+
+
+class _Binary(Exception):
+    pass
+
+
+def _format_from_name(path: Path) -> str:
+    name = path.name.lower()
+    for comp in (".gz", ".zst"):
+        name = name.removesuffix(comp)
+    for suffix, fmt in ((".jsonl", "jsonl"), (".json", "jsonl"), (".csv", "csv"), (".tsv", "tsv")):
+        if name.endswith(suffix):
+            return fmt
+    return "parquet" if name.endswith(".parquet") else "text"
+
+
+def _open_binary(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    if path.suffix == ".zst":
+        try:
+            import zstandard
+        except ImportError:
+            raise ValueError(f"{path}: reading .zst needs zstandard (pip install zstandard)") from None
+        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
+    return open(path, "rb")
+
+
+def _read_pieces(path: Path, max_line_chars: int, stats: CorpusStats) -> Iterator[tuple[str, bool]]:
+    """Yield ``(text, line_end)``: whole lines (without "\\n") or pieces of over-long lines."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    buf = ""
+    with _open_binary(path) as f:
+        first = True
+        while True:
+            block = f.read(_BLOCK)
+            if first and b"\x00" in block[:8192]:
+                raise _Binary()
+            first = False
+            text = decoder.decode(block, final=not block)
+            text, n_bad = _SURROGATE.subn("\ufffd", text)
+            stats.replaced_bytes += n_bad
+            buf += text
+            lines = buf.split("\n")
+            buf = lines.pop()
+            for line in lines:
+                yield line.removesuffix("\r"), True
+            while len(buf) > max_line_chars:  # one huge line: hand it on in pieces, cut at a space if any
+                cut = buf.rfind(" ", max_line_chars - 1000, max_line_chars)
+                cut = cut + 1 if cut > 0 else max_line_chars
+                yield buf[:cut], False
+                buf = buf[cut:]
+            if not block:
+                break
+    if buf:
+        yield buf.removesuffix("\r"), True
+
+
+def _chain(first: tuple[str, bool], rest: Iterator[tuple[str, bool]]) -> Iterator[tuple[str, bool]]:
+    yield first
+    yield from rest
+
+
+def _whole_lines(pieces: Iterator[tuple[str, bool]]) -> Iterator[str]:
+    """Records (JSONL, CSV) must be whole lines; pieces of a long one are joined again."""
+    parts: list[str] = []
+    for text, line_end in pieces:
+        parts.append(text)
+        if line_end:
+            yield "".join(parts)
+            parts = []
+
+
+def _cap(text: str, limit: int, stats: CorpusStats) -> Iterator[str]:
+    if len(text) > limit:
+        stats.split_documents += (len(text) - 1) // limit
+    for i in range(0, len(text), limit):
+        yield text[i : i + limit]

@@ -1,0 +1,181 @@
+"""Tokenizer training (WordPiece, BERT-style; or SentencePiece-style Unigram, ALBERT's) and a wrapper.
+
+Every family in a comparison shares one tokenizer; its :attr:`Tokenizer.hash` is recorded in each
+token store, which refuses a different one. Special tokens are [PAD] [UNK] [CLS] [SEP] [MASK] with
+ids 0..4 (so padding is id 0 everywhere). A trained directory loads with
+``transformers.BertTokenizerFast.from_pretrained(dir)`` (WordPiece) or ``PreTrainedTokenizerFast``
+(Unigram), and with :func:`load_tokenizer`, which also accepts directories of imported checkpoints
+(``tokenizer.json`` or a bare BERT ``vocab.txt``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_ROLE_NAMES = {  # accepted spellings per role, for imported tokenizers (ALBERT uses <pad>, <unk>)
+    "pad": ("[PAD]", "<pad>"),
+    "unk": ("[UNK]", "<unk>"),
+    "cls": ("[CLS]", "<s>"),
+    "sep": ("[SEP]", "</s>"),
+    "mask": ("[MASK]", "<mask>"),
+}
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    *,
+    vocab_size: int,
+    out: str | Path | None = None,
+    model: Literal["wordpiece", "unigram"] = "wordpiece",
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    min_frequency: int = 2,
+) -> Tokenizer:
+    """Train on an iterable of documents; ``strip_accents=None`` follows ``lowercase`` as BERT does."""
+    # BERT's normalizer: clean control chars, put spaces around every CJK character (so each one is
+    # its own token), optional lowercasing and accent stripping.
+    normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
+    )
+    specials = list(SPECIAL_TOKENS)
+    if model == "wordpiece":
+        tok = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials
+        )
+    elif model == "unigram":
+        tok = tokenizers.Tokenizer(models.Unigram())
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁")]
+        )
+        tok.decoder = decoders.Metaspace(replacement="▁")
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token="[UNK]")
+    else:
+        raise ValueError(f"unknown tokenizer model {model!r}; expected 'wordpiece' or 'unigram'")
+    tok.normalizer = normalizer
+    tok.train_from_iterator(texts, trainer)
+    for i, name in enumerate(SPECIAL_TOKENS):
+        assert tok.token_to_id(name) == i, f"{name} got id {tok.token_to_id(name)}, expected {i}"
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    wrapped = Tokenizer(tok, lowercase=lowercase)
+    if out is not None:
+        wrapped.save(out)
+    return wrapped
+
+
+class Tokenizer:
+    """A thin wrapper over ``tokenizers.Tokenizer`` with the ids and tables the pipeline needs."""
+
+    def __init__(self, tok: tokenizers.Tokenizer, *, lowercase: bool = True):
+        tok.no_truncation()
+        tok.no_padding()
+        self.tok = tok
+        self.lowercase = lowercase
+        self.model_type: str = json.loads(tok.to_str())["model"]["type"]
+        vocab = tok.get_vocab(with_added_tokens=True)
+        self.vocab_size = max(vocab.values()) + 1
+        ids = {}
+        for role, names in _ROLE_NAMES.items():
+            found = [vocab[n] for n in names if n in vocab]
+            if not found:
+                raise ValueError(f"tokenizer has no {role} token (looked for {list(names)})")
+            ids[role] = found[0]
+        self.pad_id, self.unk_id, self.cls_id = ids["pad"], ids["unk"], ids["cls"]
+        self.sep_id, self.mask_id = ids["sep"], ids["mask"]
+        self.special_ids = tuple(sorted(ids.values()))
+
+    # ---- identity -----------------------------------------------------------------------------
+    @property
+    def hash(self) -> str:
+        """sha256 of the canonical JSON of the tokenizer: equal hashes give equal token ids."""
+        canonical = json.dumps(json.loads(self.tok.to_str()), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    # ---- encoding -----------------------------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def encode_batch(self, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
+        return [e.ids for e in self.tok.encode_batch(texts, add_special_tokens=add_special_tokens)]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def id_to_token(self, i: int) -> str | None:
+        return self.tok.id_to_token(int(i))
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.tok.token_to_id(token)
+
+    def word_start_table(self) -> np.ndarray:
+        """(V,) bool: does token i begin a word? WordPiece: not a ``##`` piece; Unigram: starts with ▁."""
+        tokens = [self.tok.id_to_token(i) or "" for i in range(self.vocab_size)]
+        if self.model_type == "WordPiece":
+            prefix = json.loads(self.tok.to_str())["model"].get("continuing_subword_prefix", "##")
+            table = np.array([not t.startswith(prefix) for t in tokens])
+        elif self.model_type == "Unigram":
+            table = np.array([t.startswith("▁") for t in tokens])
+        else:  # BPE and others: no cheap rule; every token counts as a word (token-level masking)
+            table = np.ones(self.vocab_size, dtype=bool)
+        table[list(self.special_ids)] = True
+        return table
+
+    # ---- files --------------------------------------------------------------------------------
+    def save(self, out: str | Path) -> Path:
+        """Write tokenizer.json, vocab.txt (WordPiece), tokenizer_config.json, special_tokens_map.json."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.tok.save(str(out / "tokenizer.json"))
+        names = {r: self.tok.id_to_token(getattr(self, f"{r}_id")) for r in _ROLE_NAMES}
+        config = {f"{r}_token": n for r, n in names.items()}
+        config |= {"model_max_length": 512, "do_lower_case": self.lowercase}
+        if self.model_type == "WordPiece":
+            vocab = [self.tok.id_to_token(i) for i in range(self.vocab_size)]
+            (out / "vocab.txt").write_text("".join(v + "\n" for v in vocab), encoding="utf-8")
+            config |= {"tokenizer_class": "BertTokenizerFast", "tokenize_chinese_chars": True}
+        else:
+            config |= {"tokenizer_class": "PreTrainedTokenizerFast"}
+        (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+        special_map = {f"{r}_token": n for r, n in names.items()}
+        (out / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2))
+        return out
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """Load a directory written by :func:`train_tokenizer` or a Hugging Face tokenizer directory."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"tokenizer directory {path} does not exist")
+    config_file = path / "tokenizer_config.json"
+    config = json.loads(config_file.read_text()) if config_file.exists() else {}
+    lowercase = bool(config.get("do_lower_case", True))
+    if (path / "tokenizer.json").exists():
+        return Tokenizer(tokenizers.Tokenizer.from_file(str(path / "tokenizer.json")), lowercase=lowercase)
+    if (path / "vocab.txt").exists():  # a bare BERT checkpoint: rebuild BERT's fast tokenizer
+        tok = tokenizers.Tokenizer(models.WordPiece.from_file(str(path / "vocab.txt"), unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=config.get("tokenize_chinese_chars", True),
+            strip_accents=config.get("strip_accents"), lowercase=lowercase,
+        )
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        if cls is not None and sep is not None:
+            tok.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
+        return Tokenizer(tok, lowercase=lowercase)
+    raise FileNotFoundError(f"{path}: neither tokenizer.json nor vocab.txt found")

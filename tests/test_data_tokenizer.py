@@ -1,0 +1,84 @@
+"""Tokenizer training: BERT normalization, special ids, HF loading, Unigram, hashing, HF import."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from test_data_helpers import chinese_lines, tiny_tokenizer, write_corpus
+
+from encoderlab.data.tokenizer import SPECIAL_TOKENS, load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def data_wordpiece(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tok")
+    corpus = write_corpus(root / "corpus")
+    with open(corpus, "a", encoding="utf-8") as f:
+        f.write("\n" + chinese_lines(20) + "\nCafé Naïve ÉCOLE\n")
+    return tiny_tokenizer(root / "wp", corpus), root
+
+
+def test_special_tokens_have_ids_0_to_4(data_wordpiece):
+    tok, _ = data_wordpiece
+    assert [tok.id_to_token(i) for i in range(5)] == list(SPECIAL_TOKENS)
+    assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
+    assert tok.special_ids == (0, 1, 2, 3, 4)
+
+
+def test_bert_normalization_lowercase_accents_and_cjk(data_wordpiece):
+    tok, _ = data_wordpiece
+    assert tok.encode("CAFÉ") == tok.encode("cafe")
+    pieces = [tok.id_to_token(i) for i in tok.encode("北京人民")]
+    assert pieces == ["北", "京", "人", "民"]  # every CJK character on its own, never a ## piece
+
+
+def test_loads_in_transformers_as_bert_tokenizer_fast(data_wordpiece):
+    transformers = pytest.importorskip("transformers")
+    tok, root = data_wordpiece
+    hf = transformers.BertTokenizerFast.from_pretrained(str(root / "wp"))
+    text = "Kalo mitas vozu! 北京 café"
+    assert hf(text)["input_ids"] == [tok.cls_id, *tok.encode(text), tok.sep_id]
+    assert (hf.pad_token_id, hf.mask_token_id, hf.cls_token_id) == (0, 4, 2)
+
+
+def test_round_trip_hash_and_mismatch(data_wordpiece, tmp_path):
+    tok, root = data_wordpiece
+    again = load_tokenizer(root / "wp")
+    assert again.hash == tok.hash and again.vocab_size == tok.vocab_size
+    tok.save(tmp_path / "copy")
+    assert load_tokenizer(tmp_path / "copy").hash == tok.hash
+    other = tiny_tokenizer(tmp_path / "other", write_corpus(tmp_path / "c2", seed=1))
+    assert other.hash != tok.hash
+
+
+def test_imports_a_bare_vocab_txt_checkpoint(data_wordpiece, tmp_path):
+    tok, root = data_wordpiece
+    shutil.copy(root / "wp" / "vocab.txt", tmp_path / "vocab.txt")  # as in an old BERT checkpoint dir
+    imported = load_tokenizer(tmp_path)
+    text = "Kalo mitas vozu, rentas! 北京"
+    assert imported.encode(text) == tok.encode(text)
+    assert imported.mask_id == 4 and imported.vocab_size == tok.vocab_size
+    with pytest.raises(FileNotFoundError, match="neither tokenizer.json nor vocab.txt"):
+        load_tokenizer(tmp_path / "..")
+
+
+def test_decode_and_word_start_table(data_wordpiece):
+    tok, _ = data_wordpiece
+    ids = tok.encode("kalo mitas")
+    assert tok.decode(ids) == "kalo mitas"
+    table = tok.word_start_table()
+    for i in range(tok.vocab_size):
+        assert table[i] == (not tok.id_to_token(i).startswith("##"))
+
+
+def test_unigram_option(tmp_path):
+    tok = tiny_tokenizer(tmp_path / "ug", write_corpus(tmp_path / "c"), vocab_size=200, model="unigram")
+    assert tok.model_type == "Unigram" and tok.special_ids == (0, 1, 2, 3, 4)
+    ids = tok.encode("Kalo mitas")
+    assert tok.decode(ids) == "kalo mitas"
+    table = tok.word_start_table()
+    assert table[ids[0]] and all(table[i] == tok.id_to_token(i).startswith("▁") for i in ids)
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "ug"))
+    assert hf("Kalo mitas")["input_ids"] == [2, *ids, 3]
