@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from encoderlab.config import ConfigError
-from encoderlab.objectives import ObjectiveConfig, build_networks, build_objective, gumbel_sample, mask_tokens
-from encoderlab.objectives.base import maskable
+from encoderlab.objectives import ObjectiveConfig, build_networks, build_objective, gumbel_sample, mask_batch
 from encoderlab.objectives.rtd import MLMPair
 from encoderlab.train.config import DataConfig, SyntheticConfig
 from encoderlab.train.data import SyntheticSource
@@ -32,16 +31,16 @@ def _batch(pairs=False, B=8, T=16):
     return SyntheticSource(cfg, seed=3).batch(0)
 
 
-def test_masking_statistics_and_specials():
+def test_mask_batch_positions_targets_and_specials():
     B, T = 64, 128
     ids = torch.randint(5, 99, (B, T))
     ids[:, 0], ids[:, -1] = 1, 2
     am = torch.ones_like(ids)
     am[:, 100:] = 0
     ids[:, 100:] = 0
-    cand = maskable(ids, am, IDS["special_token_ids"])
+    cand = am.bool() & (ids > 4)
     cfg = ObjectiveConfig(**IDS)
-    m = mask_tokens(ids, cand, cfg, 99, torch.Generator().manual_seed(0))
+    m = mask_batch({"input_ids": ids, "attention_mask": am}, cfg, 99, torch.Generator().manual_seed(0))
     n = int(cand.sum())
     assert abs(m.positions.numel() / n - 0.15) < 0.01
     assert bool(cand.view(-1)[m.positions].all()), "special or padded tokens were masked"
@@ -76,8 +75,7 @@ def test_sample_equal_to_original_is_labelled_original():
     batch = _batch()
     obj = build_objective(ObjectiveConfig(kind="rtd", **IDS))
     g = torch.Generator().manual_seed(0)
-    m = mask_tokens(batch["input_ids"], maskable(batch["input_ids"], batch["attention_mask"], IDS["special_token_ids"]),
-                    obj.cfg, 99, torch.Generator().manual_seed(0))
+    m = mask_batch(batch, obj.cfg, 99, torch.Generator().manual_seed(0))
     # Make the generator certain of the original by replacing its output with one-hot logits.
     orig_forward = model.generator.forward
 

@@ -15,6 +15,8 @@ from typing import Literal
 import torch
 
 from encoderlab.config import Config, ConfigError
+from encoderlab.data import masking as data_masking
+from encoderlab.data.masking import MaskingConfig
 
 Kind = Literal["mlm", "rtd"]
 # electra: the paper's RTD; replace_mlm / all_tokens_mlm: the paper's MLM ablations (see rtd.py).
@@ -24,11 +26,9 @@ RTDVariant = Literal["electra", "replace_mlm", "all_tokens_mlm"]
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ObjectiveConfig(Config):
     kind: Kind = "mlm"
-    # ---- masking (BERT): rate of maskable tokens chosen; of those, mask_token_prob get [MASK],
-    # random_token_prob a uniform random id, the rest keep their token.
-    mask_rate: float = 0.15
-    mask_token_prob: float = 0.8
-    random_token_prob: float = 0.1
+    # ---- masking (encoderlab.data.masking): rate, [MASK]/random/keep fractions, token or
+    # whole-word/span/n-gram schemes. BERT's 15% with 80/10/10 by default.
+    masking: MaskingConfig = dataclasses.field(default_factory=MaskingConfig)
     # Token ids: None means "take them from the tokenizer" (the trainer fills them in).
     mask_token_id: int | None = None
     special_token_ids: tuple[int, ...] | None = None  # never masked ([CLS], [SEP], [PAD], ...)
@@ -50,10 +50,6 @@ class ObjectiveConfig(Config):
     two_stage_init_discriminator: bool = False
 
     def validate(self) -> None:
-        if not 0 < self.mask_rate < 1:
-            raise ConfigError(f"mask_rate must be in (0, 1), got {self.mask_rate}")
-        if self.mask_token_prob < 0 or self.random_token_prob < 0 or self.mask_token_prob + self.random_token_prob > 1:
-            raise ConfigError("mask_token_prob and random_token_prob must be >= 0 and sum to <= 1")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.two_stage_generator_steps < 0:
@@ -94,35 +90,17 @@ class Masked:
     targets: torch.Tensor  # (M,) original ids at those positions
 
 
-def maskable(input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-             special_token_ids: tuple[int, ...]) -> torch.Tensor:
-    """(B, T) bool: real, non-special tokens."""
-    ok = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-    for t in special_token_ids:
-        ok &= input_ids != t
-    return ok
-
-
-def mask_tokens(input_ids: torch.Tensor, candidates: torch.Tensor, cfg: ObjectiveConfig, vocab_size: int,
-                generator: torch.Generator) -> Masked:
-    """BERT masking: each candidate is chosen with probability mask_rate; chosen ones become [MASK]
-    (80%), a random id (10%) or stay (10%) by default. Losses divide by max(M, 1), so a batch with
-    nothing chosen gives a zero loss, not NaN."""
-    if cfg.mask_token_id is None:
-        raise ConfigError("objective.mask_token_id is not set (no tokenizer given to take it from)")
-    dev = input_ids.device
-    u = torch.rand(input_ids.shape, generator=generator, device=dev)  # (B, T)
-    chosen = (u < cfg.mask_rate) & candidates
-    positions = chosen.view(-1).nonzero().squeeze(1)  # (M,)
-    targets = input_ids.view(-1).index_select(0, positions)
-    r = torch.rand(positions.shape, generator=generator, device=dev)  # (M,)
-    rand_ids = torch.randint(0, vocab_size, positions.shape, generator=generator, device=dev)
-    new = torch.where(r < cfg.mask_token_prob, torch.full_like(targets, cfg.mask_token_id), targets)
-    new = torch.where((r >= cfg.mask_token_prob) & (r < cfg.mask_token_prob + cfg.random_token_prob),
-                      rand_ids, new)
-    masked = input_ids.clone()
-    masked.view(-1)[positions] = new
-    return Masked(input_ids=masked, positions=positions, targets=targets)
+def mask_batch(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, vocab_size: int,
+               generator: torch.Generator) -> Masked:
+    """Mask a batch with encoderlab.data.masking and return the flat masked positions (the sparse
+    MLM head computes logits there only). Special tokens and padding are never chosen."""
+    if cfg.mask_token_id is None or cfg.special_token_ids is None:
+        raise ConfigError("objective.mask_token_id / special_token_ids are not set (no tokenizer to take them from)")
+    ids = batch["input_ids"]
+    masked, labels = data_masking.mask_tokens(
+        ids, batch.get("word_start"), cfg.special_token_ids, vocab_size, cfg.mask_token_id, cfg.masking, generator)
+    positions = (labels.view(-1) != -100).nonzero().squeeze(1)  # (M,)
+    return Masked(input_ids=masked, positions=positions, targets=ids.view(-1).index_select(0, positions))
 
 
 def accuracy_sums(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,8 +13,7 @@ from encoderlab.objectives.base import (
     ObjectiveConfig,
     ObjectiveOutput,
     accuracy_sums,
-    mask_tokens,
-    maskable,
+    mask_batch,
     mean_metric,
 )
 
@@ -37,7 +36,7 @@ class MLMObjective:
                  step: int = 0) -> ObjectiveOutput:
         ids, am, tt = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
         vocab = model.encoder.config.vocab_size
-        m = mask_tokens(ids, maskable(ids, am, self.cfg.special_token_ids), self.cfg, vocab, generator)
+        m = mask_batch(batch, self.cfg, vocab, generator)
         out = model(m.input_ids, am, tt, positions=m.positions)
         loss = mlm_loss(out.logits, m.targets)  # logits (M, V)
         metrics = {"mlm_loss": mean_metric(loss), "mlm_accuracy": accuracy_sums(out.logits, m.targets)}

@@ -30,8 +30,7 @@ from encoderlab.objectives.base import (
     ObjectiveConfig,
     ObjectiveOutput,
     accuracy_sums,
-    mask_tokens,
-    maskable,
+    mask_batch,
     mean_metric,
     ratio,
 )
@@ -91,7 +90,7 @@ class RTDObjective:
         cfg = self.cfg
         ids, am, tt = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
         vocab = model.generator.encoder.config.vocab_size
-        m = mask_tokens(ids, maskable(ids, am, cfg.special_token_ids), cfg, vocab, generator)
+        m = mask_batch(batch, cfg, vocab, generator)
         stage = self.stage(step)
         metrics: dict = {}
         loss = torch.zeros((), device=ids.device)

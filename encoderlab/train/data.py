@@ -81,21 +81,24 @@ class SyntheticSource:
         self.next_index = int(state["next_index"])
 
 
-def make_source(cfg: DataConfig, *, split: str, rank: int, world_size: int, seed: int, pairs: bool):
-    """The batch source of a recipe; (token ids for masking, vocab size) come from describe()."""
+def make_source(cfg: DataConfig, *, split: str, rank: int, world_size: int, seed: int, pairs: str | None):
+    """The batch source of a recipe: a synthetic one, or the token store's loader; pairs is "nsp" or
+    "sop" for sentence-pair examples, None for packed full sentences (MLM, ELECTRA)."""
     if cfg.kind == "synthetic":
         return SyntheticSource(cfg, split=split, rank=rank, world_size=world_size, seed=seed)
-    try:
-        from encoderlab.data import loader  # noqa: F401  (the data branch's loader)
-    except ImportError as e:
-        raise NotImplementedError(
-            "data.kind: store needs encoderlab.data.loader (the data pipeline issue), which this checkout "
-            f"does not have yet ({e}); use data.kind: synthetic meanwhile") from None
-    return _store_source(cfg, split=split, rank=rank, world_size=world_size, seed=seed, pairs=pairs)
+    from encoderlab.data.loader import LoaderConfig, PretrainLoader
+
+    store = _open_store(cfg, split)
+    loader_cfg = LoaderConfig(objective=pairs or "packed", batch_size=cfg.batch_size, seq_len=cfg.seq_len, seed=seed)
+    return PretrainLoader(store, loader_cfg, rank=rank, world_size=world_size)
 
 
-def _store_source(cfg, *, split, rank, world_size, seed, pairs):  # wired once the loader is merged
-    raise NotImplementedError("data.kind: store is not wired to encoderlab.data.loader yet")
+def _open_store(cfg: DataConfig, split: str):
+    from encoderlab.data.store import TokenStore
+    from encoderlab.data.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir is not None else None
+    return TokenStore(cfg.path, split, tokenizer=tokenizer)  # refuses a tokenizer the store was not built with
 
 
 def describe(cfg: DataConfig) -> dict:
@@ -104,4 +107,8 @@ def describe(cfg: DataConfig) -> dict:
         s = cfg.synthetic
         return {"vocab_size": s.vocab_size, "mask_token_id": 3,
                 "special_token_ids": tuple(range(s.num_special)), "tokenizer_dir": None}
-    raise NotImplementedError("data.kind: store is not wired to encoderlab.data yet")
+    store = _open_store(cfg, "train")
+    ids = store.special_ids
+    return {"vocab_size": store.vocab_size, "mask_token_id": ids["mask"],
+            "special_token_ids": tuple(sorted(set(ids.values()))),
+            "tokenizer_dir": str(cfg.tokenizer_dir or store.tokenizer_dir)}

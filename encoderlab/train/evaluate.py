@@ -11,6 +11,7 @@ import dataclasses
 
 import torch
 
+from encoderlab.data.masking import MaskingConfig
 from encoderlab.objectives import build_objective
 from encoderlab.objectives.base import ObjectiveConfig
 
@@ -18,8 +19,8 @@ EVAL_SEED = 12345
 
 
 def eval_config(cfg: ObjectiveConfig) -> ObjectiveConfig:
-    return dataclasses.replace(cfg, mask_rate=0.15, mask_token_prob=0.8, random_token_prob=0.1,
-                               two_stage_generator_steps=0, disc_positions="all")
+    """The same for every model in a comparison: BERT's token-level 15% with 80/10/10."""
+    return dataclasses.replace(cfg, masking=MaskingConfig(), two_stage_generator_steps=0, disc_positions="all")
 
 
 @torch.no_grad()

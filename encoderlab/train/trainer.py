@@ -86,7 +86,8 @@ class Trainer:
         self.objective = build_objective(ocfg)
         self.optimizer = build_optimizer(self.model, cfg.optimizer)
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        pairs = ocfg.kind == "mlm" and ocfg.sentence_loss and model_cfg.head == "pretraining"
+        sentences = ocfg.kind == "mlm" and ocfg.sentence_loss and model_cfg.head == "pretraining"
+        pairs = model_cfg.sentence_objective if sentences else None
         kw = dict(rank=self.dist.rank, world_size=self.dist.world_size, seed=t.seed, pairs=pairs)
         self.source = source if source is not None else make_source(cfg.data, split="train", **kw)
         if eval_source is None and cfg.data.eval_batches > 0:
