@@ -65,6 +65,7 @@ def test_interrupted_run_resumes_exactly(tmp_path, sig, family):
         assert (tmp_path / "run" / "checkpoints" / f"step-{killed_at:06d}").is_dir()
     done = subprocess.run(_cli(recipe), env=_env(), cwd=ROOT, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
+    assert not list((tmp_path / "run" / "checkpoints").glob(".*")), "temporary checkpoint directories left behind"
     reference = pretrain(cfg.replace(trainer=cfg.trainer.replace(run_dir=str(tmp_path / "ref"))))
     assert reference.status == "completed"
     a, b = _losses(tmp_path / "ref"), _losses(tmp_path / "run")

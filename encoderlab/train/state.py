@@ -43,7 +43,8 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, *, tensors: dict
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
     tmp = root / f".step-{step:06d}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in root.glob(".step-*"):  # left by a process killed while writing
+        shutil.rmtree(stale, ignore_errors=True)
     blob = st_save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()})
     info = dict(info, step=step, tensors_sha256=hashlib.sha256(blob).hexdigest())
     if isinstance(model, MLMPair):

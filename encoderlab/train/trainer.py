@@ -91,7 +91,8 @@ class Trainer:
         kw = dict(rank=self.dist.rank, world_size=self.dist.world_size, seed=t.seed, pairs=pairs)
         self.source = source if source is not None else make_source(cfg.data, split="train", **kw)
         if eval_source is None and cfg.data.eval_batches > 0:
-            eval_source = make_source(cfg.data, split="valid", **dict(kw, rank=0, world_size=1))
+            # Held-out batches are packed full sentences for every model, so all are scored alike.
+            eval_source = make_source(cfg.data, split="valid", **dict(kw, rank=0, world_size=1, pairs=None))
         self.eval_batches = []
         if eval_source is not None:
             it = iter(eval_source)
@@ -175,7 +176,8 @@ class Trainer:
                 if status == "completed":
                     if self.sums:
                         self.log()
-                    self.run_eval()
+                    if self.last_eval.get("step") != self.step:
+                        self.run_eval()
                 ckpt = self.save()
         finally:
             for s, h in old.items():
@@ -189,9 +191,10 @@ class Trainer:
         self.stop_signal = signum
 
     def _agree_to_stop(self) -> bool:
+        if not self.dist.enabled:
+            return self.stop_signal is not None
         flag = torch.tensor([1.0 if self.stop_signal is not None else 0.0], device=self.device)
-        if self.dist.enabled:
-            distributed.all_reduce_(flag)
+        distributed.all_reduce_(flag)  # a signal seen by one rank stops all of them at the same step
         return bool(flag.item() > 0)
 
     def _latest(self) -> str | None:
@@ -290,7 +293,7 @@ class Trainer:
             return {}
         ev = evaluate(self.model, self.ocfg, self.eval_batches, device=self.device, bf16=self.cfg.trainer.bf16)
         self.logger.log("eval", {"step": self.step, "tokens": self.tokens, "flops": self.flops, **ev})
-        self.last_eval = ev
+        self.last_eval = dict(ev, step=self.step)
         return ev
 
     def save(self) -> Path | None:
