@@ -176,3 +176,26 @@ def test_continued_pretraining_from_a_checkpoint_and_tokenizer_check(tmp_path):
     emb = t.model.encoder.embeddings.word_embeddings.weight
     assert emb.shape[0] == 120 and torch.equal(emb[:99], ref["encoder.embeddings.word_embeddings.weight"])
     assert any("resized" in n for n in t.notes)
+
+
+def test_continued_pretraining_from_transformers_electra_generator_and_discriminator(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    common = dict(vocab_size=99, embedding_size=32, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)
+    torch.manual_seed(1)
+    transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+        hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=18, **common,
+    )).save_pretrained(tmp_path / "gen")
+    transformers.ElectraForPreTraining(transformers.ElectraConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, **common,
+    )).save_pretrained(tmp_path / "disc")
+    cfg = tiny_recipe(tmp_path / "run", tiny_model("electra"), dict(kind="rtd", **IDS), steps=3)
+    cfg = cfg.replace(model=cfg.model.replace(config=None, embedding_sharing="none"),
+                      init=cfg.init.replace(generator=str(tmp_path / "gen"), discriminator=str(tmp_path / "disc")))
+    trainer = Trainer(cfg)
+    for net, src in ((trainer.model.generator, "gen"), (trainer.model.discriminator, "disc")):
+        ref = load_model(tmp_path / src).state_dict()
+        for k, v in net.state_dict().items():
+            assert torch.equal(v, ref[k]), (src, k)
+    assert trainer.model_cfg.generator.hidden_size == 16
+    assert trainer.fit().status == "completed"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, *, enabled: bool, progress: bool, max_steps: int | None):
+    def __init__(self, run_dir: Path, *, enabled: bool, progress: bool):
         self.enabled = enabled
         self.file = None
         self.tb = None
@@ -27,7 +27,9 @@ class MetricsLogger:
         if progress and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=max_steps, unit="step", dynamic_ncols=True)
+            # In percent of the budget, so the ETA works for step, token, FLOPs and time budgets alike.
+            self.bar = tqdm(total=100.0, unit="%", dynamic_ncols=True,
+                            bar_format="{l_bar}{bar}| {n:.1f}/100% [{elapsed}<{remaining}{postfix}]")
 
     def log(self, split: str, record: dict) -> None:
         if not self.enabled:
@@ -40,8 +42,8 @@ class MetricsLogger:
                 if isinstance(v, int | float) and k != "step":
                     self.tb.add_scalar(f"{split}/{k}", v, record["step"])
         if self.bar is not None and split == "train":
-            self.bar.n = record["step"]
-            self.bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")
+            self.bar.n = min(100.0, 100.0 * record.get("progress", 0.0))
+            self.bar.set_postfix(step=record["step"], loss=f"{record.get('loss', float('nan')):.4f}")
             self.bar.refresh()
 
     def message(self, text: str) -> None:

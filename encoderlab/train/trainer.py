@@ -142,8 +142,7 @@ class Trainer:
     def fit(self) -> RunResult:
         t = self.cfg.trainer
         self.t0 = time.perf_counter()
-        self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main, progress=t.progress,
-                                    max_steps=t.max_steps)
+        self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main, progress=t.progress)
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.cfg.to_yaml(self.run_dir / "config.yaml")
@@ -278,7 +277,8 @@ class Trainer:
         vals = vals.cpu().tolist()
         now = time.perf_counter()
         dt = max(now - self._last_log[0], 1e-9)
-        rec = {"step": self.step, "tokens": self.tokens, "flops": self.flops, "elapsed_s": round(self.elapsed(), 3),
+        rec = {"step": self.step, "progress": self.progress(), "tokens": self.tokens, "flops": self.flops,
+               "elapsed_s": round(self.elapsed(), 3),
                "tokens_per_s": (self.tokens - self._last_log[1]) / dt, "skipped_steps": self.skipped,
                "peak_memory_mb": peak_memory_mb(self.device)}
         for n, (num, den) in zip(names, vals):
