@@ -136,6 +136,8 @@ def main() -> None:
         every = max(1, int(budget / per_step / args.evals))
         t0 = time.perf_counter()
         r = pretrain(recipe(name, store, work, args, max_flops=budget, eval_every=every))
+        if r.status != "completed":  # SIGTERM/SIGINT stop the trainer gracefully: stop here too
+            raise SystemExit(f"{name}: {r.status} at step {r.step}")
         results[name] = {"steps": r.step, "tokens": r.tokens, "flops": r.flops, "wall_s": time.perf_counter() - t0,
                          "final": r.eval, "curve": curves(work / name)}
         print(name, json.dumps(results[name]["final"]), f"{r.step} steps, {results[name]['wall_s']:.0f}s")
