@@ -14,6 +14,7 @@ import sys
 COMMAND_MODULES = [
     "encoderlab.models.cli",
     "encoderlab.data.cli",
+    "encoderlab.train.cli",
 ]
 
 

@@ -1,0 +1,177 @@
+"""Does pretraining learn? bert-tiny and electra-tiny on English Wikipedia at one fixed FLOPs budget.
+
+    python benchmarks/pretrain_learning.py --work runs/learning --minutes 10
+
+1. Builds (or reuses) a WordPiece tokenizer and token store from ../shared/data/enwiki_extract.
+2. Calibrates the FLOPs budget: a short bert-tiny run measures analytic FLOPs/s on this machine,
+   budget = that rate x --minutes (or give --flops directly). Both models get the same budget.
+3. Pretrains bert-tiny (MLM + NSP) and electra-tiny (RTD) with bf16 autocast, evaluating on the
+   store's held-out split at fixed settings (15% masking, 80/10/10, fixed seed) ~10 times.
+4. Computes the unigram baseline on exactly the same held-out masked positions: always predict the
+   most frequent non-special training token.
+
+Prints a markdown summary (final figures and curves) for docs/benchmarks.md and writes
+results.json in --work. A tiny model that does not clearly beat the unigram baseline is a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from encoderlab.data.corpus import Corpus, CorpusConfig
+from encoderlab.data.masking import MaskingConfig
+from encoderlab.data.prepare import PrepareConfig, prepare
+from encoderlab.data.store import TokenStore
+from encoderlab.data.tokenizer import train_tokenizer
+from encoderlab.objectives import ObjectiveConfig, mask_batch, with_defaults
+from encoderlab.train import DataConfig, ModelSpec, OptimizerConfig, PretrainConfig, TrainerConfig, pretrain
+from encoderlab.train.data import make_source
+from encoderlab.train.evaluate import EVAL_SEED, eval_config
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwiki_extract"
+ELECTRA_MASK = {"rate": 0.15, "mask_fraction": 0.85, "random_fraction": 0.0, "keep_fraction": 0.15}
+
+
+def build_store(work: Path, corpus: Path, vocab: int, workers: int) -> Path:
+    tok, store = work / "tokenizer", work / "store"
+    ccfg = CorpusConfig(paths=(str(corpus),), format="wikiextractor")
+    if not (tok / "tokenizer.json").exists():
+        t0 = time.perf_counter()
+        train_tokenizer(Corpus(ccfg), vocab_size=vocab, out=tok)
+        print(f"tokenizer: {time.perf_counter() - t0:.0f}s")
+    if not (store / "meta.json").exists():
+        t0 = time.perf_counter()
+        prepare(PrepareConfig(corpus=ccfg, workers=workers, valid_count=300), tok, store)
+        print(f"prepare: {time.perf_counter() - t0:.0f}s")
+    return store
+
+
+def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfig:
+    electra = name.startswith("electra")
+    t = dict(run_dir=str(work / name), log_every=50, checkpoint_every=0, bf16=True, resume="never", seed=args.seed)
+    t.update(trainer)
+    return PretrainConfig(
+        model=ModelSpec(preset=name, max_position_embeddings=args.seq_len),
+        objective=(ObjectiveConfig(kind="rtd", masking=MaskingConfig(**ELECTRA_MASK)) if electra
+                   else ObjectiveConfig(kind="mlm")),
+        optimizer=OptimizerConfig(lr=args.lr, warmup_steps=args.warmup, weight_decay=0.01),
+        data=DataConfig(kind="store", path=str(store), batch_size=args.batch_size, seq_len=args.seq_len,
+                        eval_batches=args.eval_batches),
+        trainer=TrainerConfig(**t))
+
+
+def unigram_baseline(store_dir: Path, cfg: PretrainConfig) -> float:
+    """Accuracy of predicting the most frequent training token at the evaluation's masked positions."""
+    store = TokenStore(store_dir, "train")
+    special = set(store.special_ids.values())
+    counts = np.zeros(store.vocab_size, dtype=np.int64)
+    for shard in store.tokens:
+        counts += np.bincount(np.asarray(shard), minlength=store.vocab_size)
+    counts[list(special)] = 0
+    top = int(counts.argmax())
+    ocfg = eval_config(with_defaults(cfg.objective, store.special_ids["mask"], tuple(sorted(special))))
+    src = make_source(cfg.data, split="valid", rank=0, world_size=1, seed=cfg.trainer.seed, pairs=None)
+    it = iter(src)
+    hit = total = 0
+    g = torch.Generator()
+    for i in range(cfg.data.eval_batches):  # the evaluation's batches and masking seeds
+        g.manual_seed(EVAL_SEED + i)
+        m = mask_batch(next(it), ocfg, store.vocab_size, g)
+        hit += int((m.targets == top).sum())
+        total += m.targets.numel()
+    return hit / total
+
+
+def curves(run_dir: Path) -> list[dict]:
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["split"] == "eval"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", default="runs/learning")
+    ap.add_argument("--corpus", default=str(CORPUS))
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--flops", type=float, default=None, help="fixed budget; default: calibrated from --minutes")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--eval-batches", type=int, default=16)
+    ap.add_argument("--evals", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads; on a shared 2-core box 2 threads oversubscribe and run ~5x slower")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    store = build_store(work, Path(args.corpus), args.vocab, args.workers)
+
+    budget = args.flops
+    if budget is None:  # FLOPs/s of bert-tiny here (after a warm-up), times the wall-clock target
+        cal = pretrain(recipe("bert-tiny", store, work / "calibration", args, max_steps=60, log_every=20,
+                              eval_every=0))
+        rows = [json.loads(x) for x in (work / "calibration/bert-tiny/metrics.jsonl").read_text().splitlines()]
+        train = [r for r in rows if r["split"] == "train"]
+        rate = (train[-1]["flops"] - train[0]["flops"]) / (train[-1]["elapsed_s"] - train[0]["elapsed_s"])
+        budget = rate * args.minutes * 60
+        print(f"calibration: {rate / 1e9:.1f} GFLOP/s (analytic) -> budget {budget:.3e} FLOPs ({cal.step} steps)")
+
+    results = {"budget_flops": budget, "args": vars(args), "machine": platform.processor() or platform.machine(),
+               "torch": torch.__version__, "threads": torch.get_num_threads()}
+    for name in ("bert-tiny", "electra-tiny"):
+        probe = recipe(name, store, work / "probe", args, max_steps=2, eval_every=0, log_every=1)
+        probe = probe.replace(data=probe.data.replace(eval_batches=0))
+        per_step = pretrain(probe).flops / 2
+        every = max(1, int(budget / per_step / args.evals))
+        t0 = time.perf_counter()
+        r = pretrain(recipe(name, store, work, args, max_flops=budget, eval_every=every))
+        if r.status != "completed":  # SIGTERM/SIGINT stop the trainer gracefully: stop here too
+            raise SystemExit(f"{name}: {r.status} at step {r.step}")
+        results[name] = {"steps": r.step, "tokens": r.tokens, "flops": r.flops, "wall_s": time.perf_counter() - t0,
+                         "final": r.eval, "curve": curves(work / name)}
+        print(name, json.dumps(results[name]["final"]), f"{r.step} steps, {results[name]['wall_s']:.0f}s")
+    results["unigram_accuracy"] = unigram_baseline(store, recipe("bert-tiny", store, work, args, max_steps=1))
+    (work / "results.json").write_text(json.dumps(results, indent=1))
+    print(markdown(results))
+
+
+def markdown(res: dict) -> str:
+    b, e = res["bert-tiny"], res["electra-tiny"]
+    lines = [
+        f"Budget {res['budget_flops']:.3e} FLOPs each (analytic, forward + 2x backward), batch "
+        f"{res['args']['batch_size']} x {res['args']['seq_len']}, lr {res['args']['lr']}, bf16 autocast, "
+        f"{res['threads']} threads.",
+        "",
+        "| model | steps | wall-clock | held-out MLM accuracy | held-out MLM loss | disc. accuracy | disc. AUC |",
+        "|---|---|---|---|---|---|---|",
+        f"| unigram baseline | - | - | {res['unigram_accuracy']:.4f} | - | - | - |",
+        f"| bert-tiny (MLM+NSP) | {b['steps']} | {b['wall_s'] / 60:.1f} min | {b['final']['eval_mlm_accuracy']:.4f} | "
+        f"{b['final']['eval_mlm_loss']:.3f} | - | - |",
+        f"| electra-tiny (generator / discriminator) | {e['steps']} | {e['wall_s'] / 60:.1f} min | "
+        f"{e['final']['eval_gen_accuracy']:.4f} | {e['final']['eval_gen_loss']:.3f} | "
+        f"{e['final']['eval_disc_accuracy']:.4f} | {e['final']['eval_disc_auc']:.4f} |",
+        "",
+        "Curves (held-out, by share of the budget):",
+        "",
+        "| FLOPs | bert-tiny MLM acc | electra-tiny gen. MLM acc | electra-tiny disc. acc | electra-tiny disc. AUC |",
+        "|---|---|---|---|---|",
+    ]
+    for rb, re_ in zip(b["curve"], e["curve"]):
+        lines.append(f"| {rb['flops']:.2e} / {re_['flops']:.2e} | {rb['eval_mlm_accuracy']:.4f} | "
+                     f"{re_['eval_gen_accuracy']:.4f} | {re_['eval_disc_accuracy']:.4f} | {re_['eval_disc_auc']:.4f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Pretraining objectives: batch + networks -> ObjectiveOutput (loss and named metrics)."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from encoderlab.models.config import ModelConfig
+from encoderlab.models.networks import build_model
+from encoderlab.objectives.base import ObjectiveConfig, ObjectiveOutput, mask_batch, with_defaults
+from encoderlab.objectives.mlm import MLMObjective
+from encoderlab.objectives.rtd import MLMPair, RTDObjective, gumbel_sample
+
+
+def build_objective(cfg: ObjectiveConfig):
+    return RTDObjective(cfg) if cfg.kind == "rtd" else MLMObjective(cfg)
+
+
+def build_networks(model_cfg: ModelConfig, cfg: ObjectiveConfig) -> nn.Module:
+    """The networks an objective trains: ELECTRA's pair, the MLM ablations' MLMPair, or a MaskedLM."""
+    if cfg.kind == "rtd":
+        if model_cfg.head != "electra":
+            raise ValueError(f"objective kind rtd needs an ELECTRA model (head: electra), got head {model_cfg.head!r}")
+        return MLMPair(model_cfg) if cfg.variant != "electra" else build_model(model_cfg)
+    if model_cfg.head not in ("mlm", "pretraining"):
+        raise ValueError(f"objective kind mlm needs head mlm or pretraining, got {model_cfg.head!r}")
+    return build_model(model_cfg)
+
+
+__all__ = [
+    "MLMObjective", "MLMPair", "ObjectiveConfig", "ObjectiveOutput", "RTDObjective", "build_networks",
+    "build_objective", "gumbel_sample", "mask_batch", "with_defaults",
+]

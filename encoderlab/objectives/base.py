@@ -1,0 +1,118 @@
+"""What every objective shares: its config, its typed output, BERT-style masking and metric sums.
+
+Shape letters: B batch, T length, V vocabulary, M masked positions.
+
+Metrics are kept as (numerator, denominator) tensor pairs so that the trainer can add them over
+steps and ranks without a host sync, and divide only when it logs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from encoderlab.config import Config, ConfigError
+from encoderlab.data import masking as data_masking
+from encoderlab.data.masking import MaskingConfig
+
+Kind = Literal["mlm", "rtd"]
+# electra: the paper's RTD; replace_mlm / all_tokens_mlm: the paper's MLM ablations (see rtd.py).
+RTDVariant = Literal["electra", "replace_mlm", "all_tokens_mlm"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ObjectiveConfig(Config):
+    kind: Kind = "mlm"
+    # ---- masking (encoderlab.data.masking): rate, [MASK]/random/keep fractions, token or
+    # whole-word/span/n-gram schemes. BERT's 15% with 80/10/10 by default.
+    masking: MaskingConfig = dataclasses.field(default_factory=MaskingConfig)
+    # Token ids: None means "take them from the tokenizer" (the trainer fills them in).
+    mask_token_id: int | None = None
+    special_token_ids: tuple[int, ...] | None = None  # never masked ([CLS], [SEP], [PAD], ...)
+    # ---- MLM: NSP (BERT) / SOP (ALBERT) loss when the network has a sentence head and the batch
+    # carries sentence_label.
+    sentence_loss: bool = True
+    sentence_weight: float = 1.0
+    # ---- RTD (ELECTRA)
+    variant: RTDVariant = "electra"
+    disc_weight: float = 50.0  # lambda
+    temperature: float = 1.0  # generator sampling temperature
+    # all: discriminator loss over every real token; masked: only at masked positions (ELECTRA-15%).
+    disc_positions: Literal["all", "masked"] = "all"
+    # Two-stage training: the generator alone for this many steps, then it is frozen and only the
+    # discriminator trains. 0 means joint training (the paper's default).
+    two_stage_generator_steps: int = 0
+    # At the switch, copy the generator's weights into the discriminator when their shapes allow
+    # (the paper's two-stage setting uses an equal-size generator for this).
+    two_stage_init_discriminator: bool = False
+
+    def validate(self) -> None:
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if self.two_stage_generator_steps < 0:
+            raise ConfigError("two_stage_generator_steps must be >= 0")
+        if self.kind == "mlm" and self.variant != "electra":
+            raise ConfigError(f"variant {self.variant!r} is an RTD ablation: set kind: rtd")
+
+    def needs_pair(self) -> bool:
+        return self.kind == "rtd"
+
+
+@dataclass
+class ObjectiveOutput:
+    loss: torch.Tensor  # scalar, what backward() runs on
+    # name -> (numerator, denominator) as 0-d tensors; metric = sum(num) / sum(den)
+    metrics: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    num_masked: int = 0  # M, known on the host from the masking's shapes (no sync)
+    tokens: int = 0  # B * T
+    num_predicted: int | None = None  # All-Tokens-MLM: real tokens the MLM predicts (FLOPs)
+    # RTD: (logits (B, T), is_replaced (B, T), where (B, T) bool) for AUC at evaluation time
+    scores: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+
+def mean_metric(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A per-step scalar (a loss) logged as its mean over steps."""
+    v = value.detach().float()
+    return v, torch.ones((), device=v.device)
+
+
+def ratio(num: torch.Tensor, den: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return num.detach().float(), den.detach().float()
+
+
+@dataclass
+class Masked:
+    input_ids: torch.Tensor  # (B, T) with [MASK] / random / kept tokens at the chosen positions
+    positions: torch.Tensor  # (M,) flat indices into B*T, ascending
+    targets: torch.Tensor  # (M,) original ids at those positions
+
+
+def mask_batch(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, vocab_size: int,
+               generator: torch.Generator) -> Masked:
+    """Mask a batch with encoderlab.data.masking and return the flat masked positions (the sparse
+    MLM head computes logits there only). Special tokens and padding are never chosen."""
+    if cfg.mask_token_id is None or cfg.special_token_ids is None:
+        raise ConfigError("objective.mask_token_id / special_token_ids are not set (no tokenizer to take them from)")
+    ids = batch["input_ids"]
+    masked, labels = data_masking.mask_tokens(
+        ids, batch.get("word_start"), cfg.special_token_ids, vocab_size, cfg.mask_token_id, cfg.masking, generator)
+    positions = (labels.view(-1) != -100).nonzero().squeeze(1)  # (M,)
+    return Masked(input_ids=masked, positions=positions, targets=ids.view(-1).index_select(0, positions))
+
+
+def accuracy_sums(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    correct = (logits.detach().argmax(-1) == targets).sum()
+    return ratio(correct, torch.tensor(float(targets.numel()), device=targets.device))
+
+
+def with_defaults(cfg: ObjectiveConfig, mask_token_id: int, special_token_ids: tuple[int, ...]) -> ObjectiveConfig:
+    """Fill token ids left as None from a tokenizer's."""
+    changes = {}
+    if cfg.mask_token_id is None:
+        changes["mask_token_id"] = mask_token_id
+    if cfg.special_token_ids is None:
+        changes["special_token_ids"] = tuple(special_token_ids)
+    return dataclasses.replace(cfg, **changes) if changes else cfg

@@ -1,0 +1,51 @@
+"""Masked language modelling (BERT, RoBERTa), with NSP (BERT) or SOP (ALBERT) when the network has a
+sentence head and the batch carries ``sentence_label``.
+
+Shape letters: B batch, T length, V vocabulary, M masked positions.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from encoderlab.objectives.base import (
+    ObjectiveConfig,
+    ObjectiveOutput,
+    accuracy_sums,
+    mask_batch,
+    mean_metric,
+)
+
+
+def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the M positions, in fp32; 0 (not NaN) when M == 0."""
+    return F.cross_entropy(logits.float(), targets, reduction="sum") / max(targets.numel(), 1)
+
+
+class MLMObjective:
+    """BERT's pretraining loss on a MaskedLM: MLM at the masked positions (sparse head) [+ NSP/SOP]."""
+
+    def __init__(self, cfg: ObjectiveConfig):
+        self.cfg = cfg
+
+    def on_step_start(self, model, step: int) -> None:
+        pass
+
+    def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
+                 step: int = 0) -> ObjectiveOutput:
+        ids, am, tt = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+        vocab = model.encoder.config.vocab_size
+        m = mask_batch(batch, self.cfg, vocab, generator)
+        out = model(m.input_ids, am, tt, positions=m.positions)
+        loss = mlm_loss(out.logits, m.targets)  # logits (M, V)
+        metrics = {"mlm_loss": mean_metric(loss), "mlm_accuracy": accuracy_sums(out.logits, m.targets)}
+        if self.cfg.sentence_loss and out.sentence_logits is not None and "sentence_label" in batch:
+            name = model.config.sentence_objective  # nsp | sop
+            labels = batch["sentence_label"]
+            s_loss = F.cross_entropy(out.sentence_logits.float(), labels)  # (B, 2)
+            loss = loss + self.cfg.sentence_weight * s_loss
+            metrics[f"{name}_loss"] = mean_metric(s_loss)
+            metrics[f"{name}_accuracy"] = accuracy_sums(out.sentence_logits, labels)
+        metrics["loss"] = mean_metric(loss)
+        return ObjectiveOutput(loss=loss, metrics=metrics, num_masked=m.positions.numel(), tokens=ids.numel())

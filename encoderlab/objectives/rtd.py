@@ -1,0 +1,176 @@
+"""ELECTRA's replaced-token detection and the paper's ablations, as one objective with fields.
+
+variant=electra: generator MLM loss at the masked positions + disc_weight * the discriminator's
+  binary loss over every real token (disc_positions=masked gives ELECTRA-15%: only the masked ones).
+variant=replace_mlm: an MLM whose masked positions receive generator samples instead of [MASK];
+  the MLM predicts the originals at those positions. Network: :class:`MLMPair`.
+variant=all_tokens_mlm: inputs replaced as in replace_mlm, and the MLM predicts the original of
+  *every* real token with a plain softmax cross-entropy over the vocabulary. The paper adds a copy
+  mechanism (p = D * 1[x_t = x] + (1 - D) * softmax, with a sigmoid gate D) so the easy "copy the
+  input" case has its own output; we do not: here copying must be learned by the softmax itself,
+  so the loss is dominated by the ~85% unmasked tokens. Reported separately from the paper's numbers.
+
+Replacements are sampled from the generator's distribution in fp32 with the Gumbel-max trick
+(temperature configurable) under no_grad: no gradient flows through the sampling. A sample equal
+to the original is labelled "original". Networks return logits; everything else lives here.
+
+Shape letters: B batch, T length, V vocabulary, M masked positions, N real tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from encoderlab.config import ConfigError
+from encoderlab.models.config import ModelConfig
+from encoderlab.models.networks import MaskedLM
+from encoderlab.objectives.base import (
+    ObjectiveConfig,
+    ObjectiveOutput,
+    accuracy_sums,
+    mask_batch,
+    mean_metric,
+    ratio,
+)
+from encoderlab.objectives.mlm import mlm_loss
+
+
+class MLMPair(nn.Module):
+    """Generator + an MLM the size of the discriminator, for the Replace-MLM / All-Tokens-MLM
+    ablations. Embedding sharing none | shared as in :class:`ElectraPair`."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        if cfg.head != "electra":
+            raise ConfigError("MLMPair is built from an ELECTRA config (head: electra)")
+        if cfg.embedding_sharing == "gdes":
+            raise ConfigError("the MLM ablations support embedding_sharing none or shared, not gdes")
+        self.config = cfg
+        self.generator = MaskedLM(cfg.with_head("mlm", encoder=cfg.generator, generator=None))
+        self.mlm = MaskedLM(cfg.with_head("mlm", generator=None))
+        if cfg.embedding_sharing == "shared":
+            g, d = self.generator.encoder.embeddings, self.mlm.encoder.embeddings
+            d.word_embeddings = g.word_embeddings
+            d.position_embeddings = g.position_embeddings
+            d.token_type_embeddings = g.token_type_embeddings
+            self.mlm.tie()
+
+
+def gumbel_sample(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """One sample per row of (M, V) logits from softmax(logits / temperature), in fp32."""
+    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
+    gumbel = -torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7)))
+    return (logits.float() / temperature + gumbel).argmax(-1)  # (M,)
+
+
+class RTDObjective:
+    def __init__(self, cfg: ObjectiveConfig):
+        self.cfg = cfg
+
+    # ---- two-stage training -----------------------------------------------------------------
+    def stage(self, step: int) -> str:
+        n = self.cfg.two_stage_generator_steps
+        if n == 0:
+            return "joint"
+        return "generator" if step < n else "discriminator"
+
+    def on_step_start(self, model, step: int) -> None:
+        """At the two-stage switch: freeze the generator, optionally copy it into the discriminator."""
+        if self.stage(step) == "discriminator":
+            for p in model.generator.parameters():
+                p.requires_grad_(False)
+            if step == self.cfg.two_stage_generator_steps and self.cfg.two_stage_init_discriminator:
+                _copy_matching(model.generator.encoder, _main(model).encoder)
+
+    # ---- the loss ---------------------------------------------------------------------------
+    def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
+                 step: int = 0) -> ObjectiveOutput:
+        cfg = self.cfg
+        ids, am, tt = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+        vocab = model.generator.encoder.config.vocab_size
+        m = mask_batch(batch, cfg, vocab, generator)
+        stage = self.stage(step)
+        metrics: dict = {}
+        loss = torch.zeros((), device=ids.device)
+        if stage == "discriminator":  # frozen generator: sampling only
+            with torch.no_grad():
+                g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
+        else:
+            g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
+            g_loss = mlm_loss(g_logits, m.targets)
+            loss = loss + g_loss
+            metrics["gen_loss"] = mean_metric(g_loss)
+            metrics["gen_accuracy"] = accuracy_sums(g_logits, m.targets)
+        M = m.positions.numel()
+        out = ObjectiveOutput(loss=loss, metrics=metrics, num_masked=M, tokens=ids.numel())
+        if stage == "generator":
+            metrics["loss"] = mean_metric(loss)
+            return out
+        with torch.no_grad():
+            sampled = gumbel_sample(g_logits.detach(), cfg.temperature, generator)  # (M,)
+        replaced = ids.clone()
+        replaced.view(-1)[m.positions] = sampled  # (B, T)
+        is_replaced = replaced != ids  # (B, T): a sample equal to the original is "original"
+        metrics["replacement_rate"] = ratio(is_replaced.sum(), torch.tensor(float(M), device=ids.device))
+        if cfg.variant == "electra":
+            main, out.scores = self._discriminator_loss(model, replaced, am, tt, is_replaced, m.positions, metrics)
+            loss = loss + cfg.disc_weight * main
+        else:
+            main, out.num_predicted = self._mlm_ablation_loss(model, replaced, am, tt, ids, m.positions, metrics)
+            loss = loss + main
+        metrics["loss"] = mean_metric(loss)
+        out.loss = loss
+        return out
+
+    def _discriminator_loss(self, model, replaced, am, tt, is_replaced, positions, metrics):
+        logits = model.discriminator(replaced, am, tt).float()  # (B, T)
+        if self.cfg.disc_positions == "masked":  # ELECTRA-15%
+            where = torch.zeros_like(is_replaced).view(-1)
+            where[positions] = True
+            where = where.view_as(is_replaced)
+        else:
+            where = am.bool() if am is not None else torch.ones_like(is_replaced)
+        labels = is_replaced.float()
+        per_token = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")  # (B, T)
+        n = where.sum()
+        d_loss = (per_token * where).sum() / n.clamp(min=1)
+        pred = (logits > 0) & where
+        truth = is_replaced & where
+        tp = (pred & truth).sum()
+        metrics["disc_loss"] = mean_metric(d_loss)
+        metrics["disc_accuracy"] = ratio(((pred == truth) & where).sum(), n)
+        metrics["disc_precision"] = ratio(tp, pred.sum())
+        metrics["disc_recall"] = ratio(tp, truth.sum())
+        return d_loss, (logits.detach(), is_replaced, where)
+
+    def _mlm_ablation_loss(self, model, replaced, am, tt, ids, positions, metrics):
+        if not isinstance(model, MLMPair):
+            raise ConfigError(f"variant {self.cfg.variant!r} trains an MLMPair (model built with this objective)")
+        if self.cfg.variant == "replace_mlm":
+            where = positions  # (M,)
+        else:  # all_tokens_mlm: every real token
+            real = am.bool() if am is not None else torch.ones_like(ids, dtype=torch.bool)
+            where = real.view(-1).nonzero().squeeze(1)  # (N,)
+        targets = ids.view(-1).index_select(0, where)
+        logits = model.mlm(replaced, am, tt, positions=where).logits  # (M or N, V)
+        loss = mlm_loss(logits, targets)
+        metrics["mlm_loss"] = mean_metric(loss)
+        metrics["mlm_accuracy"] = accuracy_sums(logits, targets)
+        return loss, where.numel()
+
+
+def _main(model) -> nn.Module:
+    return model.mlm if isinstance(model, MLMPair) else model.discriminator
+
+
+def _copy_matching(src: nn.Module, dst: nn.Module) -> None:
+    s, d = src.state_dict(), dst.state_dict()
+    bad = [k for k in d if k not in s or s[k].shape != d[k].shape]
+    if bad:
+        raise ConfigError(
+            f"two_stage_init_discriminator needs a generator the discriminator's size; mismatched: {bad[:3]}")
+    with torch.no_grad():
+        for k, v in d.items():
+            v.copy_(s[k])

@@ -1,0 +1,98 @@
+"""Analytic FLOPs of a pretraining step, for equal-compute comparisons.
+
+Convention (as the ELECTRA repository's flops_computation.py for the backward pass): a multiply-add
+is 2 FLOPs, and the backward pass of anything that is trained costs twice its forward. We count the
+matrix products (embedding projection, QKV, attention scores and values, output, FFN, pooler, the
+sparse MLM head at its M positions, the RTD and sentence heads): they are >98% of the work of these
+models, and they are exactly what ``torch.utils.flop_counter.FlopCounterMode`` counts, which the
+tests compare against on tiny configs. Elementwise work (softmax, LayerNorm, GELU) is not counted.
+
+Letters: B batch, T padded length, H hidden, E embedding size, I intermediate size, V vocabulary,
+M masked positions, N real tokens (All-Tokens-MLM predicts all of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from encoderlab.models.config import ModelConfig
+from encoderlab.nn.config import EncoderConfig
+
+
+def encoder_flops(cfg: EncoderConfig, B: int, T: int, *, pooler: bool | None = None) -> int:
+    """Forward FLOPs of the encoder over a (B, T) batch; pooler defaults to the config's."""
+    H, E, I = cfg.hidden_size, cfg.emb_size, cfg.intermediate_size
+    tokens = B * T
+    f = 2 * tokens * E * H if E != H else 0  # factorized embedding projection
+    per_layer = (
+        2 * tokens * H * 3 * H  # fused QKV
+        + 2 * 2 * B * T * T * H  # scores Q K^T and the weighted sum of V, over all heads
+        + 2 * tokens * H * H  # attention output
+        + 2 * 2 * tokens * H * I  # FFN up and down
+    )
+    f += cfg.num_layers * per_layer  # shared layers still run num_layers times
+    if cfg.pooler if pooler is None else pooler:
+        f += 2 * B * H * H
+    return f
+
+
+def mlm_head_flops(cfg: EncoderConfig, M: int) -> int:
+    """The sparse MLM head at M positions: transform H -> E, then the tied decoder E -> V."""
+    return 2 * M * cfg.hidden_size * cfg.emb_size + 2 * M * cfg.emb_size * cfg.vocab_size
+
+
+def rtd_head_flops(cfg: EncoderConfig, B: int, T: int) -> int:
+    H = cfg.hidden_size
+    return 2 * B * T * H * H + 2 * B * T * H
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    forward: int
+    backward: int
+
+    @property
+    def total(self) -> int:
+        return self.forward + self.backward
+
+
+def _pooler(cfg: EncoderConfig, B: int) -> int:
+    return 2 * B * cfg.hidden_size * cfg.hidden_size if cfg.pooler else 0
+
+
+def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | None = None,
+               step: int = 0, sentence_labels: bool = True) -> StepFlops:
+    """FLOPs of one micro-batch step (forward + backward) of ``objective`` (an ObjectiveConfig) on
+    a (B, T) batch with M masked positions; N real tokens (default B*T) for All-Tokens-MLM;
+    sentence_labels: whether the batch carries NSP/SOP labels (pair examples)."""
+    N = B * T if N is None else N
+    if objective.kind == "mlm":
+        enc = model.encoder
+        fwd = encoder_flops(enc, B, T) + mlm_head_flops(enc, M)
+        sentence = model.head == "pretraining"
+        if sentence:
+            fwd += 2 * B * enc.hidden_size * 2
+        # The pooler runs whenever the encoder has one, but only a sentence loss trains it.
+        trained = fwd - (0 if sentence and objective.sentence_loss and sentence_labels else _pooler(enc, B) + (
+            2 * B * enc.hidden_size * 2 if sentence else 0))
+        return StepFlops(forward=fwd, backward=2 * trained)
+    g, d = model.generator, model.encoder
+    gen = encoder_flops(g, B, T) + mlm_head_flops(g, M)
+    gen_trained = gen - _pooler(g, B)
+    n = objective.two_stage_generator_steps
+    stage = "joint" if n == 0 else ("generator" if step < n else "discriminator")
+    if stage == "generator":
+        return StepFlops(forward=gen, backward=2 * gen_trained)
+    if objective.variant == "electra":
+        main = encoder_flops(d, B, T) + rtd_head_flops(d, B, T)
+    else:
+        main = encoder_flops(d, B, T) + mlm_head_flops(d, M if objective.variant == "replace_mlm" else N)
+    main_trained = main - _pooler(d, B)
+    if stage == "discriminator":
+        return StepFlops(forward=gen + main, backward=2 * main_trained)
+    return StepFlops(forward=gen + main, backward=2 * (gen_trained + main_trained))
+
+
+def eval_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | None = None) -> int:
+    """Forward-only FLOPs (held-out evaluation)."""
+    return step_flops(model, objective, B, T, M, N).forward

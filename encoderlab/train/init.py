@@ -1,0 +1,91 @@
+"""Resolving a recipe's model, and continued pretraining from released or earlier weights."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from encoderlab.checkpoint import load_config, load_model
+from encoderlab.config import ConfigError
+from encoderlab.models.config import ModelConfig
+from encoderlab.models.presets import preset
+from encoderlab.train.config import InitConfig, ModelSpec
+
+
+def resolve_model(spec: ModelSpec, init: InitConfig, vocab_size: int) -> ModelConfig:
+    if spec.config is not None:
+        mc = spec.config
+    elif spec.preset is not None:
+        mc = preset(spec.preset, generator_multiplier=spec.generator_multiplier, generator_by=spec.generator_by,
+                    embedding_sharing=spec.embedding_sharing, vocab_size=spec.vocab_size or vocab_size)
+    elif init.checkpoint is not None:
+        mc = load_config(init.checkpoint)
+    elif init.generator is not None and init.discriminator is not None:
+        d, g = load_config(init.discriminator), load_config(init.generator)
+        mc = ModelConfig(family="electra", head="electra", encoder=d.encoder, generator=g.encoder,
+                         embedding_sharing=spec.embedding_sharing)
+    else:
+        raise ConfigError("model: give a preset, a config, or init.checkpoint / init.generator+discriminator")
+    changes = {}
+    if spec.max_position_embeddings is not None:
+        changes["max_position_embeddings"] = spec.max_position_embeddings
+    if spec.dropout is not None:
+        changes["hidden_dropout"] = changes["attention_dropout"] = spec.dropout
+    if (spec.config is not None or spec.preset is None) and mc.encoder.vocab_size != vocab_size:
+        if not init.allow_resize_embeddings:
+            raise ConfigError(
+                f"the model's vocabulary ({mc.encoder.vocab_size}) differs from the tokenizer's ({vocab_size}): "
+                "a new tokenizer is refused unless init.allow_resize_embeddings=true (embeddings are then resized)")
+        changes["vocab_size"] = vocab_size
+    if changes:
+        enc = dataclasses.replace(mc.encoder, **changes)
+        gen = dataclasses.replace(mc.generator, **changes) if mc.generator is not None else None
+        mc = dataclasses.replace(mc, encoder=enc, generator=gen)
+    return mc
+
+
+def initialize_from(model: nn.Module, init: InitConfig) -> list[str]:
+    """Copy released/earlier weights into ``model``; returns notes (missing heads, resized tables)."""
+    notes: list[str] = []
+    if init.checkpoint is not None:
+        src = load_model(init.checkpoint)
+        if hasattr(model, "generator") and hasattr(src, "generator"):
+            notes += _copy(src.generator, model.generator, init, "generator")
+            notes += _copy(_main(src), _main(model), init, "main")
+        else:
+            notes += _copy(src, _main(model), init, "model")
+    if init.generator is not None:
+        notes += _copy(load_model(init.generator), model.generator, init, "generator")
+    if init.discriminator is not None:
+        notes += _copy(load_model(init.discriminator), _main(model), init, "discriminator")
+    return notes
+
+
+def _main(model: nn.Module) -> nn.Module:
+    for name in ("discriminator", "mlm"):
+        if hasattr(model, name):
+            return getattr(model, name)
+    return model
+
+
+def _copy(src: nn.Module, dst: nn.Module, init: InitConfig, label: str) -> list[str]:
+    s, d = src.state_dict(), dst.state_dict()
+    notes, out = [], {}
+    for k, v in d.items():
+        if k not in s:
+            notes.append(f"{label}: {k} not in the checkpoint (kept its fresh initialization)")
+            continue
+        w = s[k]
+        if w.shape != v.shape:
+            resizable = "word_embeddings" in k or k.endswith("mlm_head.bias")
+            if not (resizable and init.allow_resize_embeddings and w.shape[1:] == v.shape[1:]):
+                raise ConfigError(f"{label}: {k} has shape {tuple(w.shape)} in the checkpoint but {tuple(v.shape)} "
+                                  "in the model (a different tokenizer needs init.allow_resize_embeddings=true)")
+            n = min(w.shape[0], v.shape[0])
+            w = torch.cat([w[:n], v[n:]]) if v.shape[0] > n else w[:n]
+            notes.append(f"{label}: {k} resized {tuple(s[k].shape)} -> {tuple(v.shape)}")
+        out[k] = w
+    dst.load_state_dict(out, strict=False)
+    return notes

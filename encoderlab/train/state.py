@@ -1,0 +1,149 @@
+"""Training checkpoints: the model in the foundation format plus the trainer state, one directory.
+
+    run_dir/checkpoints/step-000100/
+      encoderlab.yaml, config.json, model.safetensors ...   save_model (transformers-loadable)
+      generator/                                            the MLM ablations' generator
+      recipe.yaml                                           the resolved PretrainConfig
+      trainer_state.safetensors                             optimizer moments, RNG states, metric sums
+      trainer_state.json                                    step, tokens, FLOPs, data positions, and
+                                                            the sha256 of trainer_state.safetensors
+
+The directory is filled under a hidden temporary name and renamed into place, so a kill at any
+moment leaves either the previous checkpoint or the new one complete. Nothing is unpickled:
+tensors through safetensors, the rest JSON. A checkpoint whose files are missing, truncated or do
+not match their recorded hashes is refused with CheckpointError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from torch import nn
+
+from encoderlab.checkpoint import CheckpointError, load_model, save_model
+from encoderlab.objectives.rtd import MLMPair
+
+STATE_JSON = "trainer_state.json"
+STATE_TENSORS = "trainer_state.safetensors"
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def save_checkpoint(run_dir: Path, step: int, model: nn.Module, *, tensors: dict[str, torch.Tensor],
+                    info: dict, recipe_yaml: str, keep_last: int, tokenizer_dir=None) -> Path:
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:06d}"
+    tmp = root / f".step-{step:06d}.tmp-{os.getpid()}"
+    for stale in root.glob(".step-*"):  # left by a process killed while writing
+        shutil.rmtree(stale, ignore_errors=True)
+    blob = st_save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()})
+    info = dict(info, step=step, tensors_sha256=hashlib.sha256(blob).hexdigest())
+    if isinstance(model, MLMPair):
+        save_model(model.mlm, tmp, tokenizer_dir=tokenizer_dir)
+        save_model(model.generator, tmp / "generator", tokenizer_dir=tokenizer_dir)
+    else:
+        save_model(model, tmp, tokenizer_dir=tokenizer_dir)
+    (tmp / STATE_TENSORS).write_bytes(blob)
+    (tmp / "recipe.yaml").write_text(recipe_yaml)
+    (tmp / STATE_JSON).write_text(json.dumps(info, indent=1))  # written last: marks completeness
+    _fsync_dir(tmp)
+    old = root / f".step-{step:06d}.old-{os.getpid()}"
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    for stale in list_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []:
+        shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+def _fsync_dir(d: Path) -> None:
+    for p in d.rglob("*"):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete-looking step directories, oldest first (hidden temporaries are ignored)."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(found)]
+
+
+def load_checkpoint(path: Path, model: nn.Module) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Load weights into ``model`` (same architecture) and return (info, tensors) of the trainer."""
+    path = Path(path)
+    if not (path / STATE_JSON).exists():
+        raise CheckpointError(f"{path}: {STATE_JSON} is missing: not a training checkpoint, or an incomplete one")
+    try:
+        info = json.loads((path / STATE_JSON).read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path / STATE_JSON}: not valid JSON ({e}): truncated or corrupt checkpoint") from None
+    blob_file = path / STATE_TENSORS
+    if not blob_file.exists():
+        raise CheckpointError(f"{path}: {STATE_TENSORS} is missing (truncated checkpoint?)")
+    blob = blob_file.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != info.get("tensors_sha256"):
+        raise CheckpointError(f"{blob_file}: does not match the sha256 in {STATE_JSON}: corrupt checkpoint")
+    try:
+        tensors = st_load(blob)
+    except (SafetensorError, ValueError) as e:
+        raise CheckpointError(f"{blob_file}: unreadable ({e})") from None
+    load_weights(path, model)
+    return info, tensors
+
+
+def load_weights(path: Path, model: nn.Module) -> None:
+    """Copy a checkpoint's weights (verified against their hashes) into an identical architecture."""
+    if isinstance(model, MLMPair):
+        model.generator.load_state_dict(load_model(path / "generator").state_dict())
+        model.mlm.load_state_dict(load_model(path).state_dict())
+        return
+    model.load_state_dict(load_model(path).state_dict())
+
+
+# ---- optimizer and RNG state as flat tensors + JSON -------------------------------------------------
+def optimizer_state(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
+    sd = opt.state_dict()
+    tensors = {}
+    for idx, st in sd["state"].items():
+        for k, v in st.items():
+            tensors[f"optimizer.{idx}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
+    return tensors, {"param_groups": sd["param_groups"]}
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], info: dict) -> None:
+    state: dict[int, dict] = {}
+    for name, v in tensors.items():
+        if name.startswith("optimizer."):
+            _, idx, k = name.split(".", 2)
+            state.setdefault(int(idx), {})[k] = v
+    groups = info["param_groups"]
+    for g in groups:
+        g["betas"] = tuple(g["betas"])
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
+def rng_state() -> dict[str, torch.Tensor]:
+    out = {"rng.cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["rng.cuda"] = torch.cuda.get_rng_state()
+    return out
+
+
+def load_rng_state(tensors: dict[str, torch.Tensor]) -> None:
+    torch.set_rng_state(tensors["rng.cpu"])
+    if "rng.cuda" in tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state(tensors["rng.cuda"])

@@ -1,0 +1,321 @@
+"""The pretraining loop: budgets, accumulation, bf16 autocast, NaN guard, checkpoints, exact resume.
+
+One step = grad_accum micro-batches per rank, one optimizer update. Each micro-batch's masking and
+sampling draw from a generator seeded by (seed, global micro-batch index), so a step's randomness
+depends neither on the number of processes nor on where a run was interrupted; dropout uses the
+global RNG, whose state is saved in every checkpoint. Metrics are summed as tensors during the
+step and read (one host sync) only when logged.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from encoderlab.checkpoint import CheckpointError
+from encoderlab.nn.encoder import Encoder
+from encoderlab.objectives import build_networks, build_objective, with_defaults
+from encoderlab.train import distributed
+from encoderlab.train.config import ModelSpec, PretrainConfig
+from encoderlab.train.data import describe, make_source
+from encoderlab.train.evaluate import evaluate
+from encoderlab.train.flops import step_flops
+from encoderlab.train.init import initialize_from, resolve_model
+from encoderlab.train.logger import MetricsLogger
+from encoderlab.train.optim import build_optimizer, lr_factor
+from encoderlab.train.state import (
+    list_checkpoints,
+    load_checkpoint,
+    load_optimizer_state,
+    load_rng_state,
+    optimizer_state,
+    rng_state,
+    save_checkpoint,
+)
+
+
+@dataclass
+class RunResult:
+    status: str  # completed | interrupted | diverged
+    step: int
+    tokens: int
+    flops: float
+    checkpoint: str | None
+    eval: dict
+
+
+def pretrain(cfg: PretrainConfig, *, source=None, eval_source=None) -> RunResult:
+    """Run (or resume) a pretraining run described by a recipe."""
+    trainer = Trainer(cfg, source=source, eval_source=eval_source)
+    try:
+        return trainer.fit()
+    finally:
+        distributed.shutdown()
+
+
+def _seed_of(seed: int, micro: int) -> int:
+    return (seed * 0x9E3779B97F4A7C15 + micro * 0xBF58476D1CE4E5B9 + 1) % (2**63)
+
+
+class Trainer:
+    def __init__(self, cfg: PretrainConfig, *, source=None, eval_source=None):
+        t = cfg.trainer
+        dev = t.device if t.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        self.dist = distributed.init(dev)
+        self.device = torch.device(f"cuda:{self.dist.local_rank}" if dev == "cuda" else dev)
+        torch.manual_seed(t.seed)
+        info = describe(cfg.data)
+        model_cfg = resolve_model(cfg.model, cfg.init, info["vocab_size"])
+        ocfg = with_defaults(cfg.objective, info["mask_token_id"], info["special_token_ids"])
+        self.cfg = cfg.replace(model=ModelSpec(config=model_cfg), objective=ocfg)  # resolved, saved
+        self.model_cfg, self.ocfg, self.tokenizer_dir = model_cfg, ocfg, info["tokenizer_dir"]
+        self.run_dir = Path(t.run_dir)
+        self.model = build_networks(model_cfg, ocfg).to(self.device)
+        self.model.train()
+        self.notes = initialize_from(self.model, cfg.init)
+        if t.compile:
+            for m in self.model.modules():
+                if isinstance(m, Encoder):
+                    m.compile()
+        self.objective = build_objective(ocfg)
+        self.optimizer = build_optimizer(self.model, cfg.optimizer)
+        self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        sentences = ocfg.kind == "mlm" and ocfg.sentence_loss and model_cfg.head == "pretraining"
+        pairs = model_cfg.sentence_objective if sentences else None
+        kw = dict(rank=self.dist.rank, world_size=self.dist.world_size, seed=t.seed, pairs=pairs)
+        self.source = source if source is not None else make_source(cfg.data, split="train", **kw)
+        if eval_source is None and cfg.data.eval_batches > 0:
+            # Held-out batches are packed full sentences for every model, so all are scored alike.
+            eval_source = make_source(cfg.data, split="valid", **dict(kw, rank=0, world_size=1, pairs=None))
+        self.eval_batches = []
+        if eval_source is not None:
+            it = iter(eval_source)
+            self.eval_batches = [next(it) for _ in range(cfg.data.eval_batches)]
+        self.gen = torch.Generator(device=self.device)
+        self.step = self.tokens = self.skipped = self.bad_in_row = 0
+        self.flops = 0.0
+        self.elapsed_prev = 0.0
+        self.sums: dict[str, list[torch.Tensor]] = {}
+        self.resumed_from = self._maybe_resume()
+        self.iterator = iter(self.source)
+        self.stop_signal: int | None = None
+        self.last_eval: dict = {}
+
+    # ---- resume -------------------------------------------------------------------------------
+    def _maybe_resume(self) -> str | None:
+        r = self.cfg.trainer.resume
+        if r == "never":
+            return None
+        if r == "auto":
+            found = list_checkpoints(self.run_dir)
+            if not found:
+                return None
+            path = found[-1]
+        else:
+            path = Path(r)
+        try:
+            info, tensors = load_checkpoint(path, self.model)
+        except CheckpointError as e:
+            older = [str(p) for p in list_checkpoints(self.run_dir) if p != path]
+            hint = f"; earlier checkpoints: {older} (resume one with trainer.resume=PATH)" if older else ""
+            raise CheckpointError(f"cannot resume: {e}{hint}") from None
+        if info["world_size"] != self.dist.world_size:
+            raise CheckpointError(f"{path}: saved by {info['world_size']} process(es), resumed with "
+                                  f"{self.dist.world_size}: the data positions would not match")
+        load_optimizer_state(self.optimizer, tensors, info["optimizer"])
+        load_rng_state(tensors)
+        self.step, self.tokens, self.flops = info["step"], info["tokens"], info["flops"]
+        self.skipped, self.bad_in_row, self.elapsed_prev = info["skipped"], info["bad_in_row"], info["elapsed_s"]
+        self.source.load_state_dict(info["data"][self.dist.rank])
+        for name in info["metrics"]:
+            self.sums[name] = [tensors[f"metric.{name}.num"].to(self.device),
+                               tensors[f"metric.{name}.den"].to(self.device)]
+        return str(path)
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def fit(self) -> RunResult:
+        t = self.cfg.trainer
+        self.t0 = time.perf_counter()
+        self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main, progress=t.progress)
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.cfg.to_yaml(self.run_dir / "config.yaml")
+            for note in self.notes:
+                print(f"encoderlab pretrain: {note}", file=sys.stderr)
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        for s in old:
+            signal.signal(s, self._on_signal)
+        status, ckpt = "completed", None
+        self._last_log = (time.perf_counter(), self.tokens)
+        try:
+            while self.progress() < 1.0:
+                self.train_step()
+                stop = self._agree_to_stop()
+                if self.bad_in_row >= t.max_bad_steps:
+                    status = "diverged"
+                    self.logger.message(f"stopping: {self.bad_in_row} non-finite steps in a row at step "
+                                        f"{self.step}; the last good checkpoint is kept ({self._latest()})")
+                    break
+                if t.log_every and self.step % t.log_every == 0:
+                    self.log()
+                if t.eval_every and self.step % t.eval_every == 0:
+                    self.run_eval()
+                if stop:
+                    status = "interrupted"
+                    break
+                if t.checkpoint_every and self.step % t.checkpoint_every == 0 and self.bad_in_row == 0:
+                    ckpt = self.save()  # never while non-finite steps are being skipped
+            if status != "diverged":
+                if status == "completed":
+                    if self.sums:
+                        self.log()
+                    if self.last_eval.get("step") != self.step:
+                        self.run_eval()
+                ckpt = self.save()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            self.logger.close()
+        ev = self.last_eval if status == "completed" else {}
+        return RunResult(status=status, step=self.step, tokens=self.tokens, flops=self.flops,
+                         checkpoint=str(ckpt) if ckpt else self._latest(), eval=ev)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stop_signal = signum
+
+    def _agree_to_stop(self) -> bool:
+        if not self.dist.enabled:
+            return self.stop_signal is not None
+        flag = torch.tensor([1.0 if self.stop_signal is not None else 0.0], device=self.device)
+        distributed.all_reduce_(flag)  # a signal seen by one rank stops all of them at the same step
+        return bool(flag.item() > 0)
+
+    def _latest(self) -> str | None:
+        found = list_checkpoints(self.run_dir)
+        return str(found[-1]) if found else None
+
+    def elapsed(self) -> float:
+        return self.elapsed_prev + time.perf_counter() - self.t0
+
+    def progress(self) -> float:
+        t = self.cfg.trainer
+        p = 0.0
+        for used, limit in ((self.step, t.max_steps), (self.tokens, t.max_tokens), (self.flops, t.max_flops),
+                            (self.elapsed(), t.max_time_s)):
+            if limit is not None:
+                p = max(p, used / limit if limit > 0 else 1.0)
+        return p
+
+    def train_step(self) -> None:
+        t, world = self.cfg.trainer, self.dist.world_size
+        self.objective.on_step_start(self.model, self.step)
+        lr_scale = lr_factor(self.cfg.optimizer, self.step, self.progress())
+        for g in self.optimizer.param_groups:
+            g["lr"] = self.cfg.optimizer.lr * lr_scale
+        step_sums: dict[str, list[torch.Tensor]] = {}
+        flops, tokens = 0, 0
+        for a in range(t.grad_accum):
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in next(self.iterator).items()}
+            micro = (self.step * t.grad_accum + a) * world + self.dist.rank
+            self.gen.manual_seed(_seed_of(t.seed, micro))
+            with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=t.bf16):
+                out = self.objective(self.model, batch, self.gen, self.step)
+            (out.loss / t.grad_accum).backward()
+            for name, (num, den) in out.metrics.items():
+                acc = step_sums.setdefault(name, [torch.zeros((), device=self.device),
+                                                  torch.zeros((), device=self.device)])
+                acc[0] += num
+                acc[1] += den
+            B, T = batch["input_ids"].shape
+            flops += step_flops(self.model_cfg, self.ocfg, B, T, out.num_masked, out.num_predicted, self.step,
+                                sentence_labels="sentence_label" in batch).total
+            tokens += out.tokens
+        if self.dist.enabled:
+            distributed.average_gradients(self.params, world)
+            totals = torch.tensor([float(flops), float(tokens)], dtype=torch.float64, device=self.device)
+            distributed.all_reduce_(totals)
+            flops, tokens = totals[0].item(), int(totals[1].item())
+        clip = self.cfg.optimizer.clip_norm
+        max_norm = clip if clip > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        # The guard's one host sync per optimizer step (free on CPU, small on CUDA).
+        finite = bool(torch.isfinite(norm)) if t.nan_guard else True
+        if finite:
+            self.optimizer.step()
+            self.bad_in_row = 0
+            step_sums["grad_norm"] = [norm.detach().float(), torch.ones((), device=self.device)]
+            step_sums["lr"] = [torch.tensor(self.optimizer.param_groups[0]["lr"], device=self.device),
+                               torch.ones((), device=self.device)]
+            for name, (num, den) in step_sums.items():
+                acc = self.sums.setdefault(name, [torch.zeros((), device=self.device),
+                                                  torch.zeros((), device=self.device)])
+                acc[0] += num
+                acc[1] += den
+        else:
+            self.skipped += 1
+            self.bad_in_row += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self.tokens += tokens
+        self.flops += flops
+
+    # ---- logging, evaluation, checkpoints ------------------------------------------------------
+    def log(self) -> None:
+        names = sorted(self.sums)
+        if self.dist.enabled and names:
+            flat = torch.stack([x for n in names for x in self.sums[n]])
+            distributed.all_reduce_(flat)
+            vals = flat.view(-1, 2)  # numerators and denominators both summed: means stay means
+        else:
+            vals = torch.stack([torch.stack(self.sums[n]) for n in names]) if names else torch.zeros(0, 2)
+        vals = vals.cpu().tolist()
+        now = time.perf_counter()
+        dt = max(now - self._last_log[0], 1e-9)
+        rec = {"step": self.step, "progress": self.progress(), "tokens": self.tokens, "flops": self.flops,
+               "elapsed_s": round(self.elapsed(), 3),
+               "tokens_per_s": (self.tokens - self._last_log[1]) / dt, "skipped_steps": self.skipped,
+               "peak_memory_mb": peak_memory_mb(self.device)}
+        for n, (num, den) in zip(names, vals):
+            rec[n] = num / den if den else float("nan")
+        self.logger.log("train", rec)
+        self._last_log = (now, self.tokens)
+        self.sums = {}
+
+    def run_eval(self) -> dict:
+        if not self.eval_batches:
+            self.last_eval = {}
+            return {}
+        ev = evaluate(self.model, self.ocfg, self.eval_batches, device=self.device, bf16=self.cfg.trainer.bf16)
+        self.logger.log("eval", {"step": self.step, "tokens": self.tokens, "flops": self.flops, **ev})
+        self.last_eval = dict(ev, step=self.step)
+        return ev
+
+    def save(self) -> Path | None:
+        tensors, opt_info = optimizer_state(self.optimizer)
+        tensors.update(rng_state())
+        for name, (num, den) in self.sums.items():
+            tensors[f"metric.{name}.num"], tensors[f"metric.{name}.den"] = num, den
+        data_states = distributed.all_gather_object(self.source.state_dict())
+        if not self.dist.is_main:
+            return None
+        info = {"world_size": self.dist.world_size, "tokens": self.tokens, "flops": self.flops,
+                "skipped": self.skipped, "bad_in_row": self.bad_in_row, "elapsed_s": self.elapsed(),
+                "data": data_states, "optimizer": opt_info, "metrics": sorted(self.sums)}
+        return save_checkpoint(self.run_dir, self.step, self.model, tensors=tensors, info=info,
+                               recipe_yaml=self.cfg.to_yaml(), keep_last=self.cfg.trainer.keep_last,
+                               tokenizer_dir=self.tokenizer_dir)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+

@@ -1,0 +1,45 @@
+"""Tiny pretraining recipes on synthetic data for the objective and trainer tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from encoderlab.models.config import ModelConfig
+from encoderlab.models.presets import generator_config
+from encoderlab.objectives import ObjectiveConfig
+from encoderlab.train import DataConfig, ModelSpec, OptimizerConfig, PretrainConfig, SyntheticConfig, TrainerConfig
+from tests.conftest import tiny_encoder
+
+
+def tiny_model(family: str, **kw) -> ModelConfig:
+    if family == "bert":
+        return ModelConfig(family="bert", head=kw.pop("head", "pretraining"), encoder=tiny_encoder(**kw))
+    if family == "albert":
+        enc = tiny_encoder(embedding_size=16, sharing="all", num_groups=1, hidden_act="gelu_new")
+        return ModelConfig(family="albert", head="pretraining", encoder=enc)
+    enc = tiny_encoder(pooler=False)
+    return ModelConfig(family="electra", head="electra", encoder=enc,
+                       generator=generator_config(enc, kw.pop("multiplier", 0.5)), **kw)
+
+
+def tiny_recipe(run_dir, model: ModelConfig, objective: dict, *, steps=100, lr=3e-3, pairs=False,
+                repeat_one=False, **trainer) -> PretrainConfig:
+    t = dict(run_dir=str(run_dir), max_steps=steps, log_every=10, checkpoint_every=0, bf16=False, progress=False)
+    t.update(trainer)
+    return PretrainConfig(
+        model=ModelSpec(config=model), objective=ObjectiveConfig(**objective),
+        optimizer=OptimizerConfig(lr=lr, warmup_steps=5),
+        data=DataConfig(kind="synthetic", batch_size=8, seq_len=16, eval_batches=2,
+                        synthetic=SyntheticConfig(pairs=pairs, repeat_one=repeat_one)),
+        trainer=TrainerConfig(**t))
+
+
+def read_metrics(run_dir, split="train") -> list[dict]:
+    """The last record per step (a resumed run appends)."""
+    by_step = {}
+    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["split"] == split:
+            by_step[rec["step"]] = rec
+    return [by_step[s] for s in sorted(by_step)]

@@ -1,0 +1,221 @@
+"""Objectives: masking statistics, RTD labels and gradients, ablation wiring, and overfit-one-batch
+for every objective (the loss must fall below a threshold within N steps on CPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from encoderlab.config import ConfigError
+from encoderlab.objectives import ObjectiveConfig, build_networks, build_objective, gumbel_sample, mask_batch
+from encoderlab.objectives.rtd import MLMPair
+from encoderlab.train.config import DataConfig, SyntheticConfig
+from encoderlab.train.data import SyntheticSource
+from tests.pretrain_helpers import tiny_model
+
+IDS = dict(mask_token_id=3, special_token_ids=(0, 1, 2, 3, 4))
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: threads only add contention on a shared 2-core box
+    yield
+    torch.set_num_threads(n)
+
+
+def _batch(pairs=False, B=8, T=16):
+    cfg = DataConfig(kind="synthetic", batch_size=B, seq_len=T, synthetic=SyntheticConfig(pairs=pairs))
+    return SyntheticSource(cfg, seed=3).batch(0)
+
+
+def test_mask_batch_positions_targets_and_specials():
+    B, T = 64, 128
+    ids = torch.randint(5, 99, (B, T))
+    ids[:, 0], ids[:, -1] = 1, 2
+    am = torch.ones_like(ids)
+    am[:, 100:] = 0
+    ids[:, 100:] = 0
+    cand = am.bool() & (ids > 4)
+    cfg = ObjectiveConfig(**IDS)
+    m = mask_batch({"input_ids": ids, "attention_mask": am}, cfg, 99, torch.Generator().manual_seed(0))
+    n = int(cand.sum())
+    assert abs(m.positions.numel() / n - 0.15) < 0.01
+    assert bool(cand.view(-1)[m.positions].all()), "special or padded tokens were masked"
+    new = m.input_ids.view(-1)[m.positions]
+    share_mask = (new == 3).float().mean().item()
+    share_kept = (new == m.targets).float().mean().item()  # 10% kept + random hits of the original
+    assert abs(share_mask - 0.8) < 0.02 and abs(share_kept - 0.1) < 0.02
+    assert torch.equal(m.targets, ids.view(-1)[m.positions])
+    outside = torch.ones(B * T, dtype=torch.bool)
+    outside[m.positions] = False
+    assert torch.equal(m.input_ids.view(-1)[outside], ids.view(-1)[outside])
+
+
+def test_gumbel_sampling_follows_the_distribution_and_temperature():
+    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]])).repeat(20000, 1)
+    g = torch.Generator().manual_seed(0)
+    freq = torch.bincount(gumbel_sample(logits, 1.0, g), minlength=3).float() / 20000
+    torch.testing.assert_close(freq, torch.tensor([0.7, 0.2, 0.1]), atol=0.015, rtol=0)
+    cold = torch.bincount(gumbel_sample(logits, 0.05, g), minlength=3).float() / 20000
+    assert cold[0] > 0.99
+
+
+def _electra_pair(**kw):
+    torch.manual_seed(0)
+    return build_networks(tiny_model("electra", **kw), ObjectiveConfig(kind="rtd", **IDS))
+
+
+def test_sample_equal_to_original_is_labelled_original():
+    model = _electra_pair(embedding_sharing="none")
+    with torch.no_grad():  # a generator that always predicts the original token: logits favour it hugely
+        model.generator.mlm_head.bias.zero_()
+    batch = _batch()
+    obj = build_objective(ObjectiveConfig(kind="rtd", **IDS))
+    g = torch.Generator().manual_seed(0)
+    m = mask_batch(batch, obj.cfg, 99, torch.Generator().manual_seed(0))
+    # Make the generator certain of the original by replacing its output with one-hot logits.
+    orig_forward = model.generator.forward
+
+    def certain(*a, positions=None, **k):
+        out = orig_forward(*a, positions=positions, **k)
+        out.logits = torch.nn.functional.one_hot(m.targets, 99).float() * 100.0
+        return out
+
+    model.generator.forward = certain
+    out = obj(model, batch, g)
+    num, den = out.metrics["replacement_rate"]
+    assert num.item() == 0 and den.item() == m.positions.numel()
+    _, truth, where = out.scores
+    assert not truth.any(), "a sample equal to the original must be labelled original"
+
+
+def test_no_gradient_through_sampling():
+    """With unshared embeddings, the generator's gradient is exactly that of its MLM loss."""
+    model = _electra_pair(embedding_sharing="none")
+    batch = _batch()
+    full = build_objective(ObjectiveConfig(kind="rtd", **IDS))
+    out = full(model, batch, torch.Generator().manual_seed(0))
+    out.loss.backward()
+    g_full = [p.grad.clone() for p in model.generator.parameters()]
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.discriminator.parameters())
+    model.zero_grad()
+    gen_only = dataclasses.replace(full.cfg, disc_weight=0.0)
+    build_objective(gen_only)(model, batch, torch.Generator().manual_seed(0)).loss.backward()
+    for a, p in zip(g_full, model.generator.parameters()):
+        torch.testing.assert_close(a, p.grad)
+
+
+def test_electra15_scores_only_masked_positions():
+    model = _electra_pair()
+    batch = _batch()
+    out = build_objective(ObjectiveConfig(kind="rtd", disc_positions="masked", **IDS))(
+        model, batch, torch.Generator().manual_seed(0))
+    assert out.metrics["disc_accuracy"][1].item() == out.num_masked
+    full = build_objective(ObjectiveConfig(kind="rtd", **IDS))(model, batch, torch.Generator().manual_seed(0))
+    assert full.metrics["disc_accuracy"][1].item() == batch["attention_mask"].sum().item()
+
+
+def test_two_stage_switches_what_trains():
+    model = _electra_pair(multiplier=1.0, embedding_sharing="none")
+    obj = build_objective(ObjectiveConfig(kind="rtd", two_stage_generator_steps=2,
+                                          two_stage_init_discriminator=True, **IDS))
+    batch = _batch()
+    obj.on_step_start(model, 0)
+    out = obj(model, batch, torch.Generator().manual_seed(0), 0)
+    out.loss.backward()
+    assert "disc_loss" not in out.metrics
+    assert all(p.grad is None for p in model.discriminator.parameters())
+    model.zero_grad(set_to_none=True)
+    obj.on_step_start(model, 2)  # the switch: generator frozen, discriminator encoder copied from it
+    torch.testing.assert_close(model.discriminator.encoder.attention[0].qkv.weight,
+                               model.generator.encoder.attention[0].qkv.weight)
+    out = obj(model, batch, torch.Generator().manual_seed(0), 2)
+    out.loss.backward()
+    assert "gen_loss" not in out.metrics and "disc_loss" in out.metrics
+    assert all(p.grad is None for p in model.generator.parameters())
+
+
+def test_ablations_need_their_network_and_reject_gdes():
+    with pytest.raises(ConfigError, match="gdes"):
+        MLMPair(tiny_model("electra", embedding_sharing="gdes"))
+    with pytest.raises(ConfigError, match="kind: rtd"):
+        ObjectiveConfig(kind="mlm", variant="replace_mlm")
+    pair = build_networks(tiny_model("electra"), ObjectiveConfig(kind="rtd", variant="replace_mlm", **IDS))
+    assert isinstance(pair, MLMPair)
+    assert pair.mlm.encoder.embeddings.word_embeddings is pair.generator.encoder.embeddings.word_embeddings
+    assert pair.mlm.mlm_head.decoder_weight is pair.generator.encoder.embeddings.word_embeddings.weight
+
+
+def test_replace_mlm_inputs_carry_generator_samples_not_mask():
+    pair = build_networks(tiny_model("electra"), ObjectiveConfig(kind="rtd", variant="replace_mlm", **IDS))
+    seen = {}
+    orig = pair.mlm.forward
+
+    def spy(ids, *a, positions=None, **k):
+        seen["ids"], seen["positions"] = ids, positions
+        return orig(ids, *a, positions=positions, **k)
+
+    pair.mlm.forward = spy
+    batch = _batch()
+    out = build_objective(ObjectiveConfig(kind="rtd", variant="replace_mlm", **IDS))(
+        pair, batch, torch.Generator().manual_seed(0))
+    assert not (seen["ids"] == 3).any(), "Replace-MLM must not show [MASK] to the MLM"
+    assert seen["positions"].numel() == out.num_masked
+    allt = build_objective(ObjectiveConfig(kind="rtd", variant="all_tokens_mlm", **IDS))(
+        pair, batch, torch.Generator().manual_seed(0))
+    assert seen["positions"].numel() == batch["attention_mask"].sum().item() == allt.num_predicted
+
+
+# ---- overfit one batch -------------------------------------------------------------------------
+OVERFIT = {
+    # name: (model, objective fields, pairs, {metric: threshold})
+    "bert-mlm": (lambda: tiny_model("bert", head="mlm"), dict(kind="mlm"), False, {"mlm_loss": 0.3}),
+    "bert-mlm-nsp": (lambda: tiny_model("bert"), dict(kind="mlm"), True, {"mlm_loss": 0.3, "nsp_loss": 0.05}),
+    "albert-mlm-sop": (lambda: tiny_model("albert"), dict(kind="mlm"), True, {"mlm_loss": 0.3, "sop_loss": 0.05}),
+    "electra": (lambda: tiny_model("electra"), dict(kind="rtd"), False, {"gen_loss": 0.5, "disc_loss": 0.1}),
+    # With a generator that keeps learning, replacements vanish on one batch and the discriminator's
+    # task becomes trivial; these cases hold the generator still so there is something to detect.
+    "electra-frozen-generator": (lambda: tiny_model("electra", embedding_sharing="none"), dict(kind="rtd"), False,
+                                 {"disc_loss": 0.05, "replacement_rate": -0.5}),
+    "electra-15": (lambda: tiny_model("electra", embedding_sharing="none"), dict(kind="rtd", disc_positions="masked"),
+                   False,
+                   {"disc_loss": 0.05, "replacement_rate": -0.5}),
+    "replace-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="replace_mlm"), False,
+                    {"mlm_loss": 0.3}),
+    "all-tokens-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="all_tokens_mlm"), False,
+                       {"mlm_loss": 0.3}),
+    "two-stage": (lambda: tiny_model("electra"), dict(kind="rtd", two_stage_generator_steps=60), False,
+                  {"disc_loss": 0.1}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERFIT))
+def test_overfit_one_batch(name):
+    build, fields, pairs, thresholds = OVERFIT[name]
+    torch.manual_seed(0)
+    ocfg = ObjectiveConfig(**fields, **IDS)
+    model = build_networks(build(), ocfg)
+    obj = build_objective(ocfg)
+    hold = set()
+    if "replacement_rate" in thresholds:  # the generator's own weights get lr 0
+        shared = {id(p) for p in model.discriminator.parameters()}
+        hold = {id(p) for p in model.generator.parameters() if id(p) not in shared}
+    opt = torch.optim.AdamW([{"params": [p for p in model.parameters() if id(p) not in hold]},
+                             {"params": [p for p in model.parameters() if id(p) in hold], "lr": 0.0}], lr=1e-2)
+    batch = _batch(pairs)
+    steps = 120
+    for step in range(steps):
+        obj.on_step_start(model, step)
+        out = obj(model, batch, torch.Generator().manual_seed(0), step)  # same batch, same masking
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+    final = {k: (n / d).item() for k, (n, d) in out.metrics.items()}
+    for metric, limit in thresholds.items():
+        if limit < 0:  # a floor: -x means "at least x"
+            assert final[metric] > -limit, f"{name}: {metric} {final[metric]:.3f} not above {-limit}"
+            continue
+        assert final[metric] < limit, f"{name}: {metric} {final[metric]:.3f} not below {limit} after {steps} steps"
