@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+import torch
+
 from encoderlab.checkpoint import save_model
 from encoderlab.models import networks
 from encoderlab.models.config import ModelConfig
@@ -16,6 +19,16 @@ FILLER = ["the", "movie", "was", "it", "is", "a", "this", "film", "plot", "actor
           "and", "but", "of", "cat", "dog", "sat", "on", "mat", "ran", "cats", "dogs", "sits", "run", "." , ","]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = SPECIALS + POSITIVE + NEGATIVE + FILLER + ["yes", "no", "zzz", "##s"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: these models are tiny, and the two cores are shared with other jobs,
+    where two spinning OpenMP threads per process run ~5x slower than one."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def write_vocab(d: Path) -> Path:
@@ -34,7 +47,7 @@ def tiny_config(family: str = "bert", head: str = "mlm", **enc) -> ModelConfig:
     base.update(enc)
     e = EncoderConfig(**base)
     if head == "electra":
-        g = EncoderConfig(**{**base, "hidden_size": 16, "num_heads": 2, "intermediate_size": 32})
+        g = EncoderConfig(**{**base, "hidden_size": 16, "num_heads": 2, "intermediate_size": 32, "embedding_size": 32})
         return ModelConfig(family="electra", head="electra", encoder=e, generator=g)
     return ModelConfig(family=family, head=head, encoder=e)
 

@@ -138,7 +138,8 @@ def length_batches(lengths, batch_size: int, rng: np.random.Generator | None, bu
     order = rng.permutation(n)
     if bucket:
         chunk = batch_size * chunk_batches
-        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in np.split(order, range(chunk, n, chunk))])
+        chunks = np.split(order, range(chunk, n, chunk))
+        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks])
     batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
     rng.shuffle(batches)
     return batches
@@ -278,7 +279,8 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
     scores, eval_n, t1 = {}, 0, time.perf_counter()
     for split, exs in data.evals.items():
         exs = _subset(exs, cfg.max_eval_examples)
-        logits = predict(model, _encode(tok, exs, cfg.max_length), tok.pad_id, cfg.eval_batch_size, cfg.bf16, cfg.bucket)
+        enc_eval = _encode(tok, exs, cfg.max_length)
+        logits = predict(model, enc_eval, tok.pad_id, cfg.eval_batch_size, cfg.bf16, cfg.bucket)
         s = scores_of(spec, logits, exs)
         scores.update(s if len(data.evals) == 1 else {f"{split}_{k}": v for k, v in s.items()})
         eval_n += len(exs)
@@ -290,7 +292,8 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
         "train_time_s": train_time,
     }
     log(f"  seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
-        + f"  ({total} steps, {result['train_examples_per_s']:.0f} train ex/s, {result['eval_examples_per_s']:.0f} eval ex/s)")
+        + f"  ({total} steps, {result['train_examples_per_s']:.0f} train ex/s, "
+          f"{result['eval_examples_per_s']:.0f} eval ex/s)")
     return result
 
 

@@ -145,7 +145,8 @@ class TaskData:
             if self.spec.kind == "regression":
                 ys = [e.label for e in exs]
                 lo, hi = (min(ys), max(ys)) if ys else (float("nan"),) * 2
-                lines.append(f"  {split}: {len(exs)} examples, label range [{lo:g}, {hi:g}], mean {sum(ys) / max(1, len(ys)):.3f}")
+                mean = sum(ys) / max(1, len(ys))
+                lines.append(f"  {split}: {len(exs)} examples, label range [{lo:g}, {hi:g}], mean {mean:.3f}")
             else:
                 counts = collections.Counter(e.label for e in exs)
                 bal = ", ".join(f"{self.labels[i]}: {counts[i]} ({counts[i] / max(1, len(exs)):.1%})"
@@ -188,7 +189,8 @@ def _example(spec: TaskSpec, labels: tuple[str, ...], row, path: Path) -> Exampl
         try:
             y: int | float = float(raw)
         except ValueError:
-            raise TaskDataError(f"{path}:{line}: label {raw!r} is not a number (task {spec.name} is a regression)") from None
+            raise TaskDataError(
+                f"{path}:{line}: label {raw!r} is not a number (task {spec.name} is a regression)") from None
     else:
         if raw not in labels:
             raise TaskDataError(f"{path}:{line}: unknown label {raw!r}; valid labels: {list(labels)}")

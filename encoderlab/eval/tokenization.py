@@ -108,5 +108,6 @@ def wordpiece_from_vocab(vocab_file: str | Path, lowercase: bool | None = None) 
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     if cls is not None and sep is not None:
         tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     return tok
