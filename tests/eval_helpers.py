@@ -58,22 +58,22 @@ def tiny_checkpoint(tmp: Path, family: str = "bert", head: str = "mlm", **enc) -
     return save_model(model, tmp / f"{family}-{head}", tokenizer_dir=vocab)
 
 
-def sentiment_rows(n: int, seed: int = 0) -> list[tuple[str, int]]:
-    """Toy sentiment: filler words around one label word; the label word decides the class."""
+def sentiment_rows(n: int, seed: int = 0, n_words: int = 4) -> list[tuple[str, int]]:
+    """Toy sentiment: filler words around one label word (from n_words per class) that decides the class."""
     rng = random.Random(seed)
     rows = []
     for _ in range(n):
         y = rng.randrange(2)
         words = rng.choices(FILLER[:16], k=rng.randrange(2, 9))
-        words.insert(rng.randrange(len(words) + 1), rng.choice(POSITIVE if y else NEGATIVE))
+        words.insert(rng.randrange(len(words) + 1), rng.choice((POSITIVE if y else NEGATIVE)[:n_words]))
         rows.append((" ".join(words), y))
     return rows
 
 
-def write_sentiment_task(d: Path, n_train: int = 256, n_dev: int = 64) -> Path:
+def write_sentiment_task(d: Path, n_train: int = 256, n_dev: int = 64, n_words: int = 4) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     for name, n, seed in (("train.tsv", n_train, 0), ("dev.tsv", n_dev, 1)):
-        lines = ["sentence\tlabel"] + [f"{t}\t{y}" for t, y in sentiment_rows(n, seed)]
+        lines = ["sentence\tlabel"] + [f"{t}\t{y}" for t, y in sentiment_rows(n, seed, n_words)]
         (d / name).write_text("\n".join(lines) + "\n")
     (d / "task.yaml").write_text(
         "name: toy\ntext_a: sentence\nlabel: label\nlabels: ['0', '1']\ndata_dir: .\n"
