@@ -3,7 +3,9 @@
 import json
 
 import pytest
+from eval_helpers import one_thread, tiny_checkpoint  # noqa: F401
 
+from encoderlab.eval.finetune import FinetuneConfig, finetune
 from encoderlab.eval.tasks import BUILTIN, TaskDataError, TaskSpec, get_task, load_task
 
 # Row counts of the official files (see ../shared/data/MANIFEST.md).
@@ -88,3 +90,34 @@ def test_spec_yaml_round_trip_and_unknown_key(tmp_path):
     assert get_task(p).data_dir == str(tmp_path / "sub")
     with pytest.raises(ValueError, match="unknown task"):
         get_task("glue-nope")
+
+
+def _write(d, name, header, rows):
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text("\n".join("\t".join(r) for r in [header, *rows]) + "\n")
+
+
+def test_glue_layouts_absent_from_shared_data(tmp_path):
+    """QQP, QNLI and MNLI in their official column layouts (the shared dir does not hold them)."""
+    _write(tmp_path / "QQP", "train.tsv", ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+           [["0", "1", "2", "how are you?", "how do you do?", "1"]])
+    _write(tmp_path / "QQP", "dev.tsv", ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+           [["5", "3", "4", "what?", "why?", "0"]])
+    qqp = load_task(get_task("qqp"), tmp_path)
+    assert qqp.train[0].text_b == "how do you do?" and qqp.evals["dev"][0].label == 0
+    _write(tmp_path / "QNLI", "train.tsv", ["index", "question", "sentence", "label"],
+           [["0", "q?", "s.", "not_entailment"]])
+    _write(tmp_path / "QNLI", "dev.tsv", ["index", "question", "sentence", "label"], [["0", "q?", "s.", "entailment"]])
+    assert load_task(get_task("qnli"), tmp_path).train[0].label == 1
+    mnli_train = ["index", "promptID", "pairID", "genre", "s1b", "s2b", "s1p", "s2p", "sentence1", "sentence2",
+                  "label1", "gold_label"]
+    mnli_dev = mnli_train[:-1] + ["label2", "label3", "label4", "label5", "gold_label"]
+    row = ["0", "1", "1e", "fiction", "(", "(", "(", "(", "a premise", "a hypothesis", "neutral"]
+    _write(tmp_path / "MNLI", "train.tsv", mnli_train, [row + ["neutral"]])
+    for split in ("dev_matched.tsv", "dev_mismatched.tsv"):
+        _write(tmp_path / "MNLI", split, mnli_dev, [row + ["neutral"] * 4 + ["entailment"]])
+    mnli = load_task(get_task("mnli"), tmp_path)
+    assert set(mnli.evals) == {"m", "mm"} and mnli.evals["mm"][0].label == 1 and mnli.train[0].label == 2
+    r = finetune(tiny_checkpoint(tmp_path, "bert", "mlm"), "mnli", FinetuneConfig(epochs=1), data_dir=tmp_path,
+                 log=lambda *a: None)
+    assert set(r["summary"]) == {"m_acc", "mm_acc"} and r["num_eval"] == {"m": 1, "mm": 1}

@@ -329,6 +329,8 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
     cfg = config or FinetuneConfig()
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if isinstance(model_dir, nn.Module) and tokenizer_dir is None:
+        raise ValueError("finetune: an in-memory model needs tokenizer_dir=...")
     pretrained = load_model(model_dir) if not isinstance(model_dir, nn.Module) else model_dir
     tok = load_tokenizer(tokenizer_dir or model_dir)
     check_vocab(tok, pretrained, str(tokenizer_dir or model_dir))
