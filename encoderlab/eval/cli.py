@@ -202,7 +202,7 @@ def _fill(args) -> int:
 
     model, tok = _setup(args)
     for i, cands in enumerate(fill_mask(model, tok, args.text, args.top_k)):
-        print(f"mask {i + 1}: " + "  ".join(f"{t} {p:.3f}" for t, p in cands))
+        print(f"mask {i + 1}: " + "  ".join(f"{t} {p:.4g}" for t, p in cands))
     return 0
 
 
