@@ -24,7 +24,15 @@ import torch
 import torch.nn.functional as F
 
 from encoderlab.checkpoint import load_model
-from encoderlab.eval.finetune import FinetuneConfig, autocast, build_classifier, collate, length_batches, param_groups
+from encoderlab.eval.finetune import (
+    FinetuneConfig,
+    adamw,
+    autocast,
+    build_classifier,
+    collate,
+    length_batches,
+    param_groups,
+)
 from encoderlab.eval.tasks import get_task, load_task
 from encoderlab.eval.tokenization import Encoded, load_tokenizer
 from encoderlab.models.networks import build_model
@@ -56,7 +64,7 @@ def batches(enc, mode: str, bs: int, max_len: int, rng):
 
 
 def measure(model, enc, labels, *, naive: bool, bf16: bool, bs: int = 32, max_len: int = 128) -> tuple[float, float]:
-    opt = torch.optim.AdamW(param_groups(model, 1e-4, 0.8, 0.01), lr=1e-4, eps=1e-6)
+    opt = adamw(param_groups(model, 1e-4, 0.8, 0.01), 1e-4)
     rng = np.random.default_rng(0)
     y = torch.tensor(labels)
     # warm-up: a few steps so one-time kernel setup is not timed

@@ -32,7 +32,7 @@ from torch import nn
 from encoderlab.checkpoint import load_model
 from encoderlab.config import Config
 from encoderlab.eval import metrics as M
-from encoderlab.eval.finetune import autocast, collate, spread, versions
+from encoderlab.eval.finetune import adamw, autocast, collate, spread, versions
 from encoderlab.eval.intrinsic import discriminator_network, mlm_network
 from encoderlab.eval.tasks import Example, TaskSpec, get_task, load_task
 from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
@@ -130,7 +130,7 @@ def prompt_train(net, method, prompts, labels, words, pad_id, cfg: PromptConfig,
     """Prompt-based fine-tuning on the k-shot set: ``cfg.steps`` AdamW steps at a constant rate."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=0.01, eps=1e-6)
+    opt = adamw(net.parameters(), cfg.learning_rate)
     net.train()
     y_all = torch.tensor(labels)
     losses, order = [], np.array([], dtype=np.int64)
