@@ -42,3 +42,18 @@ def test_fill_detect_pairs_commands_and_clear_errors(tmp_path, capsys):
     bad.write_text("name: x\ntext_a: s\nlabel: y\n")
     assert main(["finetune", "--model", str(disc), "--task", str(bad), "--data-dir", str(tmp_path / "nowhere")]) == 1
     assert "train.tsv not found" in capsys.readouterr().err
+
+
+def test_pppl_and_prompt_commands(tmp_path, capsys):
+    ckpt = tiny_checkpoint(tmp_path, "bert", "mlm")
+    text = tmp_path / "held_out.txt"
+    text.write_text("the cat sat on the mat .\n\nthe dog ran .\n")
+    assert main(["eval", "pppl", "--model", str(ckpt), "--text-file", str(text)]) == 0
+    assert "over 11 tokens, 2 sentences" in capsys.readouterr().out
+    spec = write_sentiment_task(tmp_path / "toy", n_train=64, n_dev=16)
+    out = tmp_path / "p.json"
+    assert main(["eval", "prompt", "--model", str(ckpt), "--task", str(spec), "--k", "0,4", "--seeds", "2",
+                 "--steps", "2", "--out", str(out)]) == 0
+    assert "k=4 mlm acc: median" in capsys.readouterr().out
+    r = json.loads(out.read_text())
+    assert set(r) == {"k0", "k4"} and len(r["k4"]["seeds"]) == 2 and r["k0"]["verbalizer"] == ["bad", "good"]
