@@ -1,6 +1,7 @@
 """Fine-tuning: LLRD indexing (shared layers included), schedule, bucketing, weight transfer, and
 end-to-end runs that must learn a toy task."""
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
@@ -108,6 +109,11 @@ def test_build_classifier_copies_the_pretrained_encoder():
     assert clf.head.style == "electra" and clf.head.out.out_features == 3
     for k, v in pre.discriminator.encoder.state_dict().items():
         torch.testing.assert_close(clf.encoder.state_dict()[k], v)
+    gdes = build_model(dataclasses.replace(tiny_config("electra", "electra"), embedding_sharing="gdes"))
+    with torch.no_grad():
+        gdes.discriminator.encoder.embeddings.word_embeddings.delta.fill_(0.5)
+    torch.testing.assert_close(build_classifier(gdes, 2).encoder.embeddings.word_embeddings.weight,
+                               gdes.generator.encoder.embeddings.word_embeddings.weight + 0.5)
     bert = build_model(tiny_config("bert", "mlm", pooler=False))  # MLM-only: no pooler weights
     clf = build_classifier(bert, 2)
     assert clf.encoder.pooler is not None

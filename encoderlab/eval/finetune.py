@@ -44,7 +44,7 @@ from encoderlab.config import Config, ConfigError
 from encoderlab.eval import metrics as M
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
-from encoderlab.models.networks import ElectraPair, SequenceClassifier
+from encoderlab.models.networks import ElectraPair, GDESEmbedding, SequenceClassifier
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -190,7 +190,12 @@ def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.
     if cfg.family != "electra" and not cfg.encoder.pooler:  # the pooler head needs one: fresh
         cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder, pooler=True))
     clf = SequenceClassifier(cfg)
-    missing, unexpected = clf.encoder.load_state_dict(src.encoder.state_dict(), strict=False)
+    state = src.encoder.state_dict()
+    emb = src.encoder.embeddings.word_embeddings
+    if isinstance(emb, GDESEmbedding):  # ELECTRA pair with gdes sharing: the table is E_G + delta
+        state.pop("embeddings.word_embeddings.delta")
+        state["embeddings.word_embeddings.weight"] = emb.weight.detach()
+    missing, unexpected = clf.encoder.load_state_dict(state, strict=False)
     bad = [k for k in missing if not k.startswith("pooler.")] + list(unexpected)
     if bad:
         raise ValueError(f"pretrained encoder does not match the classifier's: missing/unexpected {bad[:8]}")
@@ -247,7 +252,8 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
     torch.manual_seed(seed)
     model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout)
     train = _subset(data.train, cfg.max_train_examples)
-    enc = _encode(tok, train, cfg.max_length)
+    max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)
+    enc = _encode(tok, train, max_length)
     labels = torch.tensor([e.label for e in train], dtype=torch.float32 if spec.kind == "regression" else torch.long)
     H = model.encoder.config.hidden_size
     lr = cfg.learning_rate or default_learning_rate(H)
@@ -288,7 +294,7 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
     scores, eval_n, t1 = {}, 0, time.perf_counter()
     for split, exs in data.evals.items():
         exs = _subset(exs, cfg.max_eval_examples)
-        enc_eval = _encode(tok, exs, cfg.max_length)
+        enc_eval = _encode(tok, exs, max_length)
         logits = predict(model, enc_eval, tok.pad_id, cfg.eval_batch_size, cfg.bf16, cfg.bucket)
         s = scores_of(spec, logits, exs)
         scores.update(s if len(data.evals) == 1 else {f"{split}_{k}": v for k, v in s.items()})

@@ -69,7 +69,7 @@ def pseudo_log_likelihoods(model: nn.Module, tok: TextTokenizer, texts: list[str
     mlm.eval()
     if tok.mask_id is None:
         raise ValueError(f"tokenizer {tok.source} has no mask token")
-    enc = tok.encode_batch(texts, max_length=max_length)
+    enc = tok.encode_batch(texts, max_length=min(max_length, mlm.encoder.config.max_position_embeddings))
     order = sorted(range(len(enc)), key=lambda s: len(enc[s].ids))  # similar lengths share batches
     jobs = [(s, p) for s in order for p, special in enumerate(enc[s].special) if not special]
     pll = np.zeros(len(texts), dtype=np.float64)
@@ -103,7 +103,7 @@ def discriminator_log_original(model: nn.Module, tok: TextTokenizer, texts: list
     """Per text: sum over its non-special tokens of log P(original) = log sigmoid(-logit)."""
     disc = discriminator_network(model)
     disc.eval()
-    enc = tok.encode_batch(texts, max_length=max_length)
+    enc = tok.encode_batch(texts, max_length=min(max_length, disc.encoder.config.max_position_embeddings))
     out = np.zeros(len(texts))
     for start in range(0, len(enc), batch_size):
         chunk = enc[start : start + batch_size]
@@ -178,7 +178,7 @@ def fill_mask(model: nn.Module, tok: TextTokenizer, text: str, top_k: int = 5) -
     mlm.eval()
     if tok.mask_token and "[MASK]" in text and tok.mask_token != "[MASK]":
         text = text.replace("[MASK]", tok.mask_token)
-    e = tok.encode(text)
+    e = tok.encode(text, max_length=mlm.encoder.config.max_position_embeddings)
     where = [i for i, t in enumerate(e.ids) if t == tok.mask_id]
     if not where:
         raise ValueError(f"no {tok.mask_token or '[MASK]'} token in {text!r}")
@@ -193,7 +193,7 @@ def detect_replaced(model: nn.Module, tok: TextTokenizer, text: str) -> list[tup
     """The discriminator's probability that each (non-special) token was replaced."""
     disc = discriminator_network(model)
     disc.eval()
-    e = tok.encode(text)
+    e = tok.encode(text, max_length=disc.encoder.config.max_position_embeddings)
     probs = torch.sigmoid(disc(**collate([e], tok.pad_id)).float())[0]  # (T,)
     return [(t, float(p)) for t, p, s in zip(e.tokens, probs, e.special) if not s]
 
