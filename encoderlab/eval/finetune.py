@@ -119,8 +119,9 @@ def param_groups(model: nn.Module, lr: float, decay: float, weight_decay: float)
 
 
 def adamw(params, lr: float, eps: float = 1e-6, weight_decay: float = 0.01) -> torch.optim.AdamW:
-    """AdamW, fused when this torch supports it on the device: for MiniLM-L6 (22.7M parameters) the
-    fused step took 29 ms vs 156 ms for the default one on one shared core, half of a batch-16 step."""
+    """AdamW, fused when this torch supports it on the device: for MiniLM-L6 (22.7M parameters) a
+    fused step took 29 ms vs 156 ms for the default one on one shared core, against 103 ms for the
+    bf16 forward and backward of a batch of 16."""
     try:
         return torch.optim.AdamW(params, lr=lr, eps=eps, weight_decay=weight_decay, fused=True)
     except (RuntimeError, TypeError):
