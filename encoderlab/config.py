@@ -71,7 +71,8 @@ class Config:
 
     @classmethod
     def from_yaml(cls: type[C], path_or_text: str | Path) -> C:
-        p = Path(path_or_text) if not str(path_or_text).lstrip().startswith("{") else None
+        text = str(path_or_text)
+        p = Path(path_or_text) if "\n" not in text and not text.lstrip().startswith("{") else None
         if p is not None and p.exists():
             try:
                 data = yaml.safe_load(p.read_text())
@@ -162,6 +163,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
         return tp.from_dict(value, where=where)
     if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads "2e10" (no dot, no sign) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"{where}: expected a number, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
         return float(value)

@@ -49,9 +49,12 @@ def _verdict(ok: bool | None) -> str:
     return "inconclusive" if ok is None else "holds" if ok else "does not hold"
 
 
-def _last_train(res: dict) -> dict:
+def steady_train(res: dict) -> dict:
+    """Median tokens/s over the second half of the logged steps (past warm-up) and peak memory."""
     recs = res["curve"]["train"]
-    tail = recs[len(recs) // 2:] or recs  # steady state: skip the warm-up half
+    if not recs:
+        return {"tokens_per_s": float("nan"), "peak_memory_mb": float("nan")}
+    tail = recs[len(recs) // 2:] or recs
     return {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in tail),
             "peak_memory_mb": max(r["peak_memory_mb"] for r in recs)}
 
@@ -94,8 +97,8 @@ def evaluate_claims(v: dict) -> list[dict]:
     pairs = [(s, f"bert{s}", f"albert{s}") for s in ("", "-w2", "-w3") if need(f"bert{s}", f"albert{s}")]
     if pairs:
         nums = {}
-        for s, bn, an in pairs:
-            tb, ta = _last_train(v[bn]), _last_train(v[an])
+        for _, bn, an in pairs:
+            tb, ta = steady_train(v[bn]), steady_train(v[an])
             nums[f"{an} speed gain"] = ta["tokens_per_s"] / tb["tokens_per_s"] - 1
             nums[f"{an} memory saving"] = 1 - ta["peak_memory_mb"] / tb["peak_memory_mb"]
         gains = [nums[f"albert{s} speed gain"] for s, _, _ in pairs]

@@ -46,13 +46,13 @@ def cmd_demo(args) -> int:
 
 
 def print_summary(report: dict) -> None:
-    from encoderlab.study.claims import final_score
+    from encoderlab.study.claims import final_score, steady_train
 
     print("\nvariant            params    tokens/s   downstream (median ± std)")
     for name, r in report["variants"].items():
         fs = final_score(r)
-        tps = sorted(x["tokens_per_s"] for x in r["curve"]["train"][len(r["curve"]["train"]) // 2:] or [{"tokens_per_s": 0}])
-        print(f"{name:<18}{r['measure']['params_encoder'] / 1e6:6.2f}M  {tps[len(tps) // 2]:9.0f}   "
+        tps = steady_train(r)["tokens_per_s"]
+        print(f"{name:<18}{r['measure']['params_encoder'] / 1e6:6.2f}M  {tps:9.0f}   "
               + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–"))
     print("\nclaims:")
     for c in report["claims"]:

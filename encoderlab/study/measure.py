@@ -81,7 +81,8 @@ def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
     model = load_model(ck).eval()
     net = _downstream_network(model)
     ck = Path(ck)
-    weights = ck / "discriminator" / "model.safetensors" if (ck / "discriminator").is_dir() else ck / "model.safetensors"
+    sub = ck / "discriminator" if (ck / "discriminator").is_dir() else ck
+    weights = sub / "model.safetensors"
     out = {
         "params_total": sum(p.numel() for p in model.parameters()),
         "params_encoder": sum(p.numel() for p in net.encoder.parameters()),

@@ -11,7 +11,7 @@ import json
 import platform
 from pathlib import Path
 
-from encoderlab.study.claims import evaluate_claims, final_score
+from encoderlab.study.claims import evaluate_claims, final_score, steady_train
 from encoderlab.study.config import StudyConfig
 
 
@@ -94,8 +94,8 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
 
     names = list(V)
     fig, ax = plt.subplots(1, 3, figsize=(13, 4))
-    tps = [_steady(V[n])["tokens_per_s"] for n in names]
-    mem = [_steady(V[n])["peak_memory_mb"] for n in names]
+    tps = [steady_train(V[n])["tokens_per_s"] for n in names]
+    mem = [steady_train(V[n])["peak_memory_mb"] for n in names]
     ax[0].bar(names, tps)
     ax[0].set(title="training throughput", ylabel="tokens/s")
     ax[1].bar(names, mem)
@@ -119,15 +119,6 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
     return files
 
 
-def _steady(r: dict) -> dict:
-    recs = r["curve"]["train"]
-    tail = recs[len(recs) // 2:] or recs
-    if not tail:
-        return {"tokens_per_s": float("nan"), "peak_memory_mb": float("nan")}
-    tps = sorted(x["tokens_per_s"] for x in tail)
-    return {"tokens_per_s": tps[len(tps) // 2], "peak_memory_mb": max(x["peak_memory_mb"] for x in recs)}
-
-
 def _fmt(x) -> str:
     if x is None:
         return "–"
@@ -148,8 +139,8 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
              f"{env['date']} on {env['cpu']} ({env['threads']} threads"
              + (f", {env['cuda']}" if env["cuda"] else "") + f"); torch {env['versions'].get('torch')}.",
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
-             f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store {results['data']['store']} "
-             f"({_fmt(results['data'].get('tokens'))} tokens).", ""]
+             f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
+             f"{results['data']['store']} ({_fmt(results['data'].get('tokens'))} tokens).", ""]
     if results["data"].get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]
@@ -157,7 +148,7 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
               "| variant | params (encoder) | checkpoint MB | steps | train tokens/s | peak MB | held-out MLM acc "
               "| disc AUC | downstream (median ± std) |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in V.items():
-        m, st = r["measure"], _steady(r)
+        m, st = r["measure"], steady_train(r)
         ev = r["curve"]["eval"][-1] if r["curve"]["eval"] else {}
         fs = final_score(r)
         last = max(r["checkpoints"].values(), key=lambda c: c["flops"])

@@ -120,7 +120,7 @@ def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress
     progress.stage("data: tokenizing into the token store")
     meta = prepare(PrepareConfig(corpus=ccfg, seed=cfg.seed, valid_fraction=0.05), tok_dir, data_dir / "store")
     result = {"store": str(data_dir / "store"), "tokenizer": tok_dir, "demo_task": demo_task,
-              "tokens": meta.get("counts", {}).get("tokens", meta.get("num_tokens"))}
+              "tokens": meta["counts"]["train"]["tokens"]}
     stages.put("data", key_fp, result)
     return result
 

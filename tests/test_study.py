@@ -1,0 +1,97 @@
+"""The study runner with tiny variants: it runs end to end, a rerun skips finished stages, adding a
+variant runs only that variant, an interrupted study continues, and the report holds every part."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from encoderlab.study.claims import compare, evaluate_claims
+from encoderlab.study.config import StudyConfig
+from encoderlab.study.runner import Stages, run_study
+
+pytest.importorskip("matplotlib")
+
+BASE = {
+    "name": "tiny", "vocab_size": 600, "seq_len": 32, "batch_size": 8, "budget_flops": 2.0e9,
+    "eval_fractions": [0.5, 1.0], "finetune_fractions": [1.0], "seeds": 2, "latency": False,
+    "minimal_pairs": "off", "eval_batches": 2,
+    "finetune": {"epochs": 1, "max_train_examples": 48, "max_eval_examples": 48, "max_length": 32, "bf16": False},
+    "variants": [{"name": "bert", "model": {"preset": "bert-tiny"}, "objective": {"kind": "mlm", "sentence_loss": False}}],
+    "tasks": [{"name": "demo"}],
+}
+ELECTRA = {"name": "electra", "model": {"preset": "electra-tiny"}, "objective": {"kind": "rtd"}}
+
+
+def _run(tmp_path, **changes):
+    cfg = StudyConfig.from_dict({**BASE, "out_dir": str(tmp_path / "study"), **changes})
+    lines = []
+    return run_study(cfg, log=lines.append), lines
+
+
+def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
+    report, lines = _run(tmp_path)
+    out = tmp_path / "study"
+    for f in ("report.md", "report.json", "loss_vs_flops.png", "score_vs_flops.png", "speed_memory.png"):
+        assert (out / f).exists(), f
+    bert = report["variants"]["bert"]
+    assert set(bert["checkpoints"]) == {"0.5", "1.0"}
+    assert bert["checkpoints"]["1.0"]["flops"] >= 2.0e9  # the budget was spent
+    assert bert["checkpoints"]["0.5"]["flops"] < bert["checkpoints"]["1.0"]["flops"]
+    assert len(bert["finetune"]["demo@1.0"]["per_seed"]) == 2
+    assert any("pretrain bert" in ln for ln in lines)
+
+    _, again = _run(tmp_path)  # nothing to redo
+    assert not any(("pretrain" in ln or "fine-tune" in ln) for ln in again)
+
+    report, added = _run(tmp_path, variants=[*BASE["variants"], ELECTRA])  # only the new variant runs
+    assert any("pretrain electra" in ln for ln in added)
+    assert not any("pretrain bert" in ln or "fine-tune bert" in ln for ln in added)
+    assert set(report["variants"]) == {"bert", "electra"}
+    claims = {c["claim"]: c for c in report["claims"]}
+    assert claims[5]["verdict"] in ("holds", "does not hold", "inconclusive")
+    assert claims[6]["verdict"] == "not run"
+    text = (out / "report.md").read_text()
+    assert "### 5. ELECTRA beats BERT" in text and "Resolved config" in text
+    assert json.loads((out / "report.json").read_text())["environment"]["versions"]["torch"]
+
+
+def test_interrupted_study_continues_from_its_stages(tmp_path):
+    _run(tmp_path)
+    out = tmp_path / "study"
+    stages = Stages(out / "stages.json")
+    # Forget the fine-tuning stage, as if the study had been killed during it.
+    key = next(k for k in stages.data if k.startswith("finetune:"))
+    del stages.data[key]
+    stages.path.write_text(json.dumps(stages.data))
+    _, lines = _run(tmp_path)
+    assert any("fine-tune bert" in ln for ln in lines)
+    assert not any("pretrain bert" in ln for ln in lines)
+
+
+def test_compare_uses_seed_noise():
+    a = {"median": 0.80, "std": 0.02}
+    assert compare(a, {"median": 0.79, "std": 0.01})[0] == "~"
+    assert compare(a, {"median": 0.70, "std": 0.01})[0] == ">"
+    assert compare({"median": 0.5, "std": 0.0}, {"median": 0.52, "std": 0.0})[0] == "<"
+
+
+def _variant(score, std=0.01, params=1000, mb=4.0):
+    ft = {"demo@1.0": {"score": {"median": score, "std": std, "min": score, "max": score, "n": 3}}}
+    return {"finetune": ft, "measure": {"params_encoder": params, "checkpoint_mb": mb},
+            "curve": {"train": [{"tokens_per_s": 100.0, "peak_memory_mb": 10.0}], "eval": []},
+            "checkpoints": {"1.0": {"flops": 1.0}}}
+
+
+def test_claim_verdicts_follow_the_numbers():
+    v = {"bert": _variant(0.80), "albert": _variant(0.70, params=300, mb=1.2), "electra": _variant(0.85)}
+    v["albert"]["finetune"]["demo+unshared@1.0"] = {"score": {"median": 0.75, "std": 0.01, "min": 0, "max": 1, "n": 3}}
+    c = {x["claim"]: x for x in evaluate_claims(v)}
+    assert c[1]["verdict"] == "holds"
+    assert c[4]["verdict"] == "holds"  # albert < bert and unshared > shared
+    assert c[5]["verdict"] == "holds"
+    v["electra"] = _variant(0.80)
+    assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "inconclusive"
+    v["electra"] = _variant(0.60)
+    assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "does not hold"
