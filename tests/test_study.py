@@ -18,7 +18,8 @@ BASE = {
     "eval_fractions": [0.5, 1.0], "finetune_fractions": [1.0], "seeds": 2, "latency": False,
     "minimal_pairs": "off", "eval_batches": 2,
     "finetune": {"epochs": 1, "max_train_examples": 48, "max_eval_examples": 48, "max_length": 32, "bf16": False},
-    "variants": [{"name": "bert", "model": {"preset": "bert-tiny"}, "objective": {"kind": "mlm", "sentence_loss": False}}],
+    "variants": [{"name": "bert", "model": {"preset": "bert-tiny"},
+                  "objective": {"kind": "mlm", "sentence_loss": False}}],
     "tasks": [{"name": "demo"}],
 }
 ELECTRA = {"name": "electra", "model": {"preset": "electra-tiny"}, "objective": {"kind": "rtd"}}

@@ -6,9 +6,9 @@ or "inconclusive" when the difference is within seed noise (the larger of the tw
 deviations, and at least half a point).
 
 Names: bert, albert (same width and depth as bert, with unshare: true), electra; generator sweep
-electra-gen-1/8, electra-gen-1/2, electra-gen-1 (electra itself is the 1/4 generator); ablations
+electra-gen-1-8, electra-gen-1-2, electra-gen-1 (electra itself is the 1/4 generator); ablations
 electra-15pct, replace-mlm, all-tokens-mlm; sharing electra-share-none, electra-gdes; sentence
-objectives bert-sop, bert-nosent; widths for claim 3: bert-w2/albert-w2 (and -w3).
+objectives bert-nsp, bert-sop (bert itself has none); widths for claim 3: bert-w2/albert-w2 (and -w3).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def evaluate_claims(v: dict) -> list[dict]:
         add(5, title, "not run", {})
 
     title = "A generator 1/4-1/2 the discriminator's width is best; one as large as the discriminator hurts"
-    sweep = {"1/8": "electra-gen-1/8", "1/4": "electra", "1/2": "electra-gen-1/2", "1": "electra-gen-1"}
+    sweep = {"1/8": "electra-gen-1-8", "1/4": "electra", "1/2": "electra-gen-1-2", "1": "electra-gen-1"}
     have = {m: final_score(v[n]) for m, n in sweep.items() if n in v and final_score(v[n])}
     if len(have) >= 3:
         best = max(have, key=lambda m: have[m]["median"])
@@ -191,7 +191,7 @@ def evaluate_claims(v: dict) -> list[dict]:
         add(9, title, "not run", {})
 
     title = "SOP is a better sentence-level objective than NSP (and NSP adds little over none)"
-    have = {k: final_score(v[n]) for k, n in {"nsp": "bert", "sop": "bert-sop", "none": "bert-nosent"}.items()
+    have = {k: final_score(v[n]) for k, n in {"nsp": "bert-nsp", "sop": "bert-sop", "none": "bert"}.items()
             if n in v and final_score(v[n])}
     if {"nsp", "sop"} <= set(have):
         c, d = compare(have["sop"], have["nsp"])
