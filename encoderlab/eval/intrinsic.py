@@ -16,7 +16,6 @@ Shape letters: B batch (masked copies), T length, V vocabulary, M scored positio
 from __future__ import annotations
 
 import collections
-import json
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.eval.finetune import autocast, collate
+from encoderlab.eval.tasks import iter_jsonl
 from encoderlab.eval.tokenization import TextTokenizer
 from encoderlab.models.networks import Discriminator, ElectraPair, EncoderModel, MaskedLM
 
@@ -121,18 +121,11 @@ def discriminator_log_original(model: nn.Module, tok: TextTokenizer, texts: list
 def read_minimal_pairs(path: str | Path) -> list[dict]:
     path = Path(path)
     pairs = []
-    with open(path, encoding="utf-8") as f:
-        for line, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{line}: invalid JSON ({e.msg})") from None
-            for key in ("sentence_good", "sentence_bad"):
-                if not str(obj.get(key) or "").strip():
-                    raise ValueError(f"{path}:{line}: missing or empty {key!r}")
-            pairs.append(obj)
+    for line, obj in iter_jsonl(path):
+        for key in ("sentence_good", "sentence_bad"):
+            if not str(obj.get(key) or "").strip():
+                raise ValueError(f"{path}:{line}: missing or empty {key!r}")
+        pairs.append(obj)
     if not pairs:
         raise ValueError(f"{path}: no minimal pairs")
     return pairs

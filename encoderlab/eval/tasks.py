@@ -240,22 +240,27 @@ def _column_index(names: list[str], wanted: list[str], path: Path) -> dict[str, 
     return {w: index[w] for w in wanted}
 
 
-def _jsonl_rows(spec: TaskSpec, path: Path, cols: list[str]):
+def iter_jsonl(path: Path, error=ValueError):
+    """(line number, object) for each non-blank line; bad JSON raises ``error`` naming file and line."""
     with open(path, encoding="utf-8-sig") as f:
         for line, text in enumerate(f, 1):
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
+                yield line, json.loads(text)
             except json.JSONDecodeError as e:
-                raise TaskDataError(f"{path}:{line}: invalid JSON ({e.msg})") from None
-            missing = [k for k in cols + [spec.label] if k not in obj]
-            if missing:
-                raise TaskDataError(f"{path}:{line}: missing key(s) {missing}")
-            texts = [str(obj[c]).strip() if obj[c] is not None else "" for c in cols]
-            for c, t in zip(cols, texts):
-                if not t:
-                    raise TaskDataError(f"{path}:{line}: empty text in field {c!r}")
-            label = obj[spec.label]
-            label = str(int(label)) if isinstance(label, bool) else str(label)
-            yield line, (texts[0], texts[1] if len(texts) > 1 else None), label.strip()
+                raise error(f"{path}:{line}: invalid JSON ({e.msg})") from None
+
+
+def _jsonl_rows(spec: TaskSpec, path: Path, cols: list[str]):
+    for line, obj in iter_jsonl(path, TaskDataError):
+        missing = [k for k in cols + [spec.label] if k not in obj]
+        if missing:
+            raise TaskDataError(f"{path}:{line}: missing key(s) {missing}")
+        texts = [str(obj[c]).strip() if obj[c] is not None else "" for c in cols]
+        for c, t in zip(cols, texts):
+            if not t:
+                raise TaskDataError(f"{path}:{line}: empty text in field {c!r}")
+        label = obj[spec.label]
+        label = str(int(label)) if isinstance(label, bool) else str(label)
+        yield line, (texts[0], texts[1] if len(texts) > 1 else None), label.strip()
