@@ -173,8 +173,9 @@ def evaluate_claims(v: dict) -> list[dict]:
                 "minimal pairs: generator (PLL)": me.get("generator", {}).get("accuracy"),
                 "minimal pairs: discriminator (log P(original))": me.get("discriminator", {}).get("accuracy")}
         ok = None
-        if nums["bert MLM accuracy (held-out)"] is not None and nums["generator MLM accuracy (held-out)"] is not None:
-            ok = nums["generator MLM accuracy (held-out)"] < nums["bert MLM accuracy (held-out)"]
+        gb, gg = nums["bert MLM accuracy (held-out)"], nums["generator MLM accuracy (held-out)"]
+        if gb is not None and gg is not None and abs(gb - gg) > NOISE_FLOOR:  # one held-out set: no seed spread
+            ok = gg < gb
         add(8, title, _verdict(ok), nums, "the discriminator has no MLM head: it cannot fill in a [MASK] at all "
             "(encoderlab fill refuses it); it can still rank sentences by how 'original' each token looks")
     else:
