@@ -146,6 +146,7 @@ def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
 
     path = Path(cfg.minimal_pairs) if cfg.minimal_pairs else Path(cfg.out_dir) / "data" / "minimal_pairs.jsonl"
     if not cfg.minimal_pairs and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)  # no data/ dir when the study reuses a store
         derived_minimal_pairs(data, path)
     tok = load_tokenizer(data["tokenizer"])
     out = {}
