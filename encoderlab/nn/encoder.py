@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.nn.config import EncoderConfig
+from encoderlab.nn.dropout import Dropout, dropout
 
 
 def activation(name: str):
@@ -53,7 +54,7 @@ class Embeddings(nn.Module):
         self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, E)
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, E) if cfg.type_vocab_size else None
         self.layer_norm = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.hidden_dropout)
+        self.dropout = Dropout(cfg.hidden_dropout)
         self.projection = nn.Linear(E, cfg.hidden_size) if E != cfg.hidden_size else None
 
     def forward(self, input_ids, token_type_ids=None, position_ids=None):
@@ -84,7 +85,7 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(H, H)
         self.layer_norm = nn.LayerNorm(H, eps=cfg.layer_norm_eps)
         self.attention_dropout = cfg.attention_dropout
-        self.dropout = nn.Dropout(cfg.hidden_dropout)
+        self.dropout = Dropout(cfg.hidden_dropout)
         self.pre_norm = cfg.norm == "pre"
 
     def forward(self, x, mask=None):
@@ -93,7 +94,15 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(h).view(B, T, 3, self.num_heads, H // self.num_heads)  # (B, T, 3, N, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D)
         p = self.attention_dropout if self.training else 0.0
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, N, T, D)
+        if p > 0.0 and x.device.type == "cpu":
+            # SDPA on the CPU has no fused dropout: with dropout_p > 0 it runs these same products
+            # and softmax, but draws its mask per element (Bernoulli), which costs more than they do.
+            s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5  # (B, N, T, T)
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            a = dropout(s.softmax(-1), p, True).to(v.dtype) @ v  # (B, N, T, D)
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, N, T, D)
         a = a.transpose(1, 2).reshape(B, T, H)
         y = x + self.dropout(self.out(a))
         return y if self.pre_norm else self.layer_norm(y)
@@ -106,13 +115,22 @@ class FeedForward(nn.Module):
         self.down = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
         self.act = activation(cfg.hidden_act)
         self.layer_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.hidden_dropout)
+        self.dropout = Dropout(cfg.hidden_dropout)
         self.pre_norm = cfg.norm == "pre"
 
     def forward(self, x):
         h = self.layer_norm(x) if self.pre_norm else x
         y = x + self.dropout(self.down(self.act(self.up(h))))  # (B, T, H)
         return y if self.pre_norm else self.layer_norm(y)
+
+
+def _all_real_on_cpu(attention_mask: torch.Tensor) -> bool:
+    """True for an all-ones mask on the CPU (packed batches, batch-1 inference): SDPA then runs
+    without a mask, on its faster kernel. Not checked on accelerators, where reading the answer
+    would stall the device, nor while compiling, where it would break the graph."""
+    if attention_mask.device.type != "cpu" or torch.compiler.is_compiling():
+        return False
+    return bool(attention_mask.all())
 
 
 @dataclass
@@ -136,7 +154,7 @@ class Encoder(nn.Module):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None) -> EncoderOutput:
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
         mask = None
-        if attention_mask is not None:
+        if attention_mask is not None and not _all_real_on_cpu(attention_mask):
             # Boolean (B, 1, 1, T): True where a key may be attended to. Padded queries still see
             # the real keys, so no row is all-False and SDPA never produces NaN.
             mask = attention_mask.bool()[:, None, None, :]

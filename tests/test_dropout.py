@@ -1,0 +1,50 @@
+"""The CPU dropout: its drop rate and expectation, and the attention path it brings."""
+
+import pytest
+import torch
+
+from encoderlab.nn.config import EncoderConfig
+from encoderlab.nn.dropout import Dropout, keep_mask
+from encoderlab.nn.encoder import SelfAttention
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_drop_rate_and_expectation(p):
+    torch.manual_seed(0)
+    keep, scale = keep_mask(torch.Size([400, 1001]), p, torch.device("cpu"))  # odd size: a partial word
+    assert abs(1 - keep.float().mean().item() - p) < 0.003
+    x = torch.ones(400, 1001)
+    y = Dropout(p).train()(x)
+    assert abs(y.mean().item() - 1.0) < 0.01  # kept values are rescaled
+    values = torch.unique(y).tolist()
+    assert values[0] == 0.0 and values[1] == pytest.approx(scale) and len(values) == 2
+
+
+def test_eval_mode_and_zero_rate_are_identity():
+    x = torch.randn(4, 5)
+    assert torch.equal(Dropout(0.1).eval()(x), x)
+    assert torch.equal(Dropout(0.0).train()(x), x)
+
+
+def test_same_seed_same_mask():
+    torch.manual_seed(3)
+    a = Dropout(0.1).train()(torch.ones(64, 64))
+    torch.manual_seed(3)
+    b = Dropout(0.1).train()(torch.ones(64, 64))
+    assert torch.equal(a, b)
+
+
+def test_cpu_attention_path_matches_sdpa():
+    """With a drop rate that rounds to zero, the explicit CPU path (taken in training when the
+    rate is > 0) must give SDPA's output, masks included."""
+    cfg = EncoderConfig(vocab_size=50, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=64,
+                        hidden_dropout=0.0, attention_dropout=1e-9)
+    torch.manual_seed(0)
+    att = SelfAttention(cfg)
+    x = torch.randn(3, 7, 32)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    mask = mask[:, None, None, :]
+    explicit = att.train()(x, mask)
+    fused = att.eval()(x, mask)
+    torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=1e-5)
