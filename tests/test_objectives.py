@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from encoderlab.config import ConfigError
-from encoderlab.objectives import ObjectiveConfig, build_networks, build_objective, gumbel_sample, mask_batch
+from encoderlab.objectives import ObjectiveConfig, build_networks, build_objective, mask_batch, sample_replacements
 from encoderlab.objectives.rtd import MLMPair
 from encoderlab.train.config import DataConfig, SyntheticConfig
 from encoderlab.train.data import SyntheticSource
@@ -54,13 +54,16 @@ def test_mask_batch_positions_targets_and_specials():
     assert torch.equal(m.input_ids.view(-1)[outside], ids.view(-1)[outside])
 
 
-def test_gumbel_sampling_follows_the_distribution_and_temperature():
+def test_replacement_sampling_follows_the_distribution_and_temperature():
     logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]])).repeat(20000, 1)
     g = torch.Generator().manual_seed(0)
-    freq = torch.bincount(gumbel_sample(logits, 1.0, g), minlength=3).float() / 20000
+    freq = torch.bincount(sample_replacements(logits, 1.0, g), minlength=3).float() / 20000
     torch.testing.assert_close(freq, torch.tensor([0.7, 0.2, 0.1]), atol=0.015, rtol=0)
-    cold = torch.bincount(gumbel_sample(logits, 0.05, g), minlength=3).float() / 20000
+    cold = torch.bincount(sample_replacements(logits, 0.05, g), minlength=3).float() / 20000
     assert cold[0] > 0.99
+    # tokens of probability 0 are never drawn, even at the ends of the vocabulary
+    masked = torch.tensor([[-float("inf"), 0.0, -float("inf"), 0.0, -float("inf")]]).repeat(5000, 1)
+    assert set(sample_replacements(masked, 1.0, g).tolist()) == {1, 3}
 
 
 def _electra_pair(**kw):

@@ -8,7 +8,7 @@ from encoderlab.models.config import ModelConfig
 from encoderlab.models.networks import build_model
 from encoderlab.objectives.base import ObjectiveConfig, ObjectiveOutput, mask_batch, with_defaults
 from encoderlab.objectives.mlm import MLMObjective
-from encoderlab.objectives.rtd import MLMPair, RTDObjective, gumbel_sample
+from encoderlab.objectives.rtd import MLMPair, RTDObjective, sample_replacements
 
 
 def build_objective(cfg: ObjectiveConfig):
@@ -28,5 +28,5 @@ def build_networks(model_cfg: ModelConfig, cfg: ObjectiveConfig) -> nn.Module:
 
 __all__ = [
     "MLMObjective", "MLMPair", "ObjectiveConfig", "ObjectiveOutput", "RTDObjective", "build_networks",
-    "build_objective", "gumbel_sample", "mask_batch", "with_defaults",
+    "build_objective", "sample_replacements", "mask_batch", "with_defaults",
 ]

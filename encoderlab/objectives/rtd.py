@@ -10,7 +10,7 @@ variant=all_tokens_mlm: inputs replaced as in replace_mlm, and the MLM predicts 
   input" case has its own output; we do not: here copying must be learned by the softmax itself,
   so the loss is dominated by the ~85% unmasked tokens. Reported separately from the paper's numbers.
 
-Replacements are sampled from the generator's distribution in fp32 with the Gumbel-max trick
+Replacements are sampled from the generator's distribution in fp32 by inverse CDF
 (temperature configurable) under no_grad: no gradient flows through the sampling. A sample equal
 to the original is labelled "original". Networks return logits; everything else lives here.
 
@@ -58,11 +58,18 @@ class MLMPair(nn.Module):
             self.mlm.tie()
 
 
-def gumbel_sample(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
-    """One sample per row of (M, V) logits from softmax(logits / temperature), in fp32."""
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
-    gumbel = -torch.log(-torch.log(u.clamp_(1e-10, 1.0 - 1e-7)))
-    return (logits.float() / temperature + gumbel).argmax(-1)  # (M,)
+def sample_replacements(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """One sample per row of (M, V) logits from softmax(logits / temperature), in fp32.
+
+    Inverse CDF: one uniform per row, found in the row's cumulative distribution. The Gumbel-max
+    trick draws M x V uniforms and takes two logs of each; on a CPU that costs several times more
+    than the generator's sparse MLM head it samples from (benchmarks/train_step.py)."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (M, V)
+    cdf = probs.cumsum_(-1)  # (M, V), in place: probs is not needed again
+    u = torch.rand(cdf.shape[0], 1, generator=generator, device=logits.device, dtype=torch.float32)
+    u = u * cdf[:, -1:]  # the row's total, not 1: rounding in the cumsum never selects past the end
+    # right=True: the first index whose cdf exceeds u, so zero-probability tokens are never drawn
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1).squeeze(1)  # (M,)
 
 
 class RTDObjective:
@@ -109,7 +116,7 @@ class RTDObjective:
             metrics["loss"] = mean_metric(loss)
             return out
         with torch.no_grad():
-            sampled = gumbel_sample(g_logits.detach(), cfg.temperature, generator)  # (M,)
+            sampled = sample_replacements(g_logits.detach(), cfg.temperature, generator)  # (M,)
         replaced = ids.clone()
         replaced.view(-1)[m.positions] = sampled  # (B, T)
         is_replaced = replaced != ids  # (B, T): a sample equal to the original is "original"
