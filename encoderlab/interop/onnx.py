@@ -38,6 +38,7 @@ def export_onnx(model: nn.Module, path: str | Path, *, seq_len: int = 16, opset:
     vocab = net.config.encoder.vocab_size if not isinstance(model, ElectraPair) else model.config.encoder.vocab_size
     ids = torch.randint(5, vocab, (2, seq_len))
     mask = torch.ones(2, seq_len, dtype=torch.long)
+    mask[1, -1] = 0  # a padded example, so the traced graph keeps the attention mask
     types = torch.zeros(2, seq_len, dtype=torch.long)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
