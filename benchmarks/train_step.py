@@ -1,0 +1,187 @@
+"""Pretraining step throughput: encoderlab's trainer step against the transformers-built step of
+benchmarks/hf_reference.py, alternated in one run on the same token ids, fp32 and bf16 autocast.
+
+    python benchmarks/train_step.py [--models electra-small,bert-small,albert-base] [--batch 32]
+        [--seq 128] [--seconds 20] [--json out.json] [--profile]
+
+For each model and dtype: tokens/s of both steps and their ratio; encoderlab's model FLOPs
+utilization (the analytic training FLOPs of a step, forward + 2x backward, per second, over the
+dense matrix-product peak measured in the same run for that dtype); peak resident memory of each
+step in a fresh subprocess (VmHWM after a few steps, minus the process's RSS before building).
+``--profile`` prints encoderlab's step by operator (self CPU time), to show where the time goes.
+
+encoderlab's step is ``Trainer.train_step``: masking, the objective (sparse MLM head, sampling),
+backward, gradient clipping and AdamW, with the trainer's bookkeeping. The reference step has no
+clipping; both use AdamW at the same learning rate and 15% masking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, matmul_peak, peak_rss_mb, timeit  # noqa: E402
+from hf_reference import hf_step_fn  # noqa: E402
+
+from encoderlab.models.presets import preset  # noqa: E402
+from encoderlab.objectives import ObjectiveConfig  # noqa: E402
+from encoderlab.train import DataConfig, ModelSpec, OptimizerConfig, PretrainConfig, TrainerConfig  # noqa: E402
+from encoderlab.train.config import SyntheticConfig  # noqa: E402
+from encoderlab.train.trainer import Trainer  # noqa: E402
+
+POOL = 8  # distinct batches cycled through by both steps
+
+
+def batches(vocab: int, batch: int, seq: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return [torch.randint(5, vocab, (batch, seq), generator=g) for _ in range(POOL)]
+
+
+class PoolSource:
+    """Full-length packed rows (no padding) cycled from a fixed pool: the data both steps see."""
+
+    def __init__(self, pool: list[torch.Tensor]):
+        self.pool, self.i = pool, 0
+
+    def __iter__(self):
+        while True:
+            ids = self.pool[self.i % len(self.pool)]
+            self.i += 1
+            yield {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+
+    def state_dict(self) -> dict:
+        return {"i": self.i}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.i = state["i"]
+
+
+def our_trainer(name: str, dtype: str, batch: int, seq: int, run_dir: Path) -> Trainer:
+    cfg = preset(name)
+    electra = cfg.family == "electra"
+    rc = PretrainConfig(
+        model=ModelSpec(preset=name, max_position_embeddings=seq),
+        # MLM only (no NSP/SOP): the reference's BertForMaskedLM / AlbertForMaskedLM have no sentence head
+        objective=ObjectiveConfig(kind="rtd") if electra else ObjectiveConfig(kind="mlm", sentence_loss=False),
+        optimizer=OptimizerConfig(lr=1e-4, warmup_steps=0),
+        data=DataConfig(kind="synthetic", batch_size=batch, seq_len=seq, eval_batches=0,
+                        synthetic=SyntheticConfig(vocab_size=cfg.encoder.vocab_size)),
+        trainer=TrainerConfig(run_dir=str(run_dir), max_steps=10**9, log_every=0, eval_every=0,
+                              checkpoint_every=0, bf16=dtype == "bf16", resume="never", progress=False))
+    trainer = Trainer(rc, source=PoolSource(batches(cfg.encoder.vocab_size, batch, seq)))
+    trainer.t0 = time.perf_counter()  # set by fit(), which this benchmark bypasses to time single steps
+    return trainer
+
+
+def steps(name: str, dtype: str, batch: int, seq: int, tmp: Path):
+    """{implementation: step()} and encoderlab's trainer (for its FLOPs count)."""
+    trainer = our_trainer(name, dtype, batch, seq, tmp / f"{name}-{dtype}")
+    ref_step, _ = hf_step_fn(name, dtype=dtype, batch=batch, seq=seq)
+    pool = batches(preset(name).encoder.vocab_size, batch, seq)
+    state = {"i": 0}
+
+    def run_ref():
+        ids = pool[state["i"] % POOL]
+        state["i"] += 1
+        ref_step(ids)
+
+    return {"encoderlab": trainer.train_step, "transformers": run_ref}, trainer
+
+
+def memory_child(name: str, impl: str, dtype: str, batch: int, seq: int) -> None:
+    """In a subprocess: the peak RSS (MB) of building one step and running 3 of it, over the baseline."""
+    base = peak_rss_mb()
+    fns, _ = steps(name, dtype, batch, seq, Path(tempfile.mkdtemp()))
+    for _ in range(3):
+        fns[impl]()
+    print(json.dumps({"peak_mb": peak_rss_mb() - base}))
+
+
+def profile(name: str, dtype: str, batch: int, seq: int, tmp: Path) -> str:
+    fns, _ = steps(name, dtype, batch, seq, tmp)
+    for _ in range(2):
+        fns["encoderlab"]()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            fns["encoderlab"]()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="electra-small,bert-small,albert-base")
+    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--seconds", type=float, default=20.0, help="timed seconds per implementation and case")
+    ap.add_argument("--rounds", type=int, default=2, help="alternations of the two implementations")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true", help="print encoderlab's step by operator")
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--memory-child", nargs=3, metavar=("NAME", "IMPL", "DTYPE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.memory_child:
+        return memory_child(*args.memory_child, args.batch, args.seq)
+    tmp = Path(tempfile.mkdtemp())
+    dtypes = args.dtypes.split(",")
+    peaks = {d: matmul_peak({"fp32": torch.float32, "bf16": torch.bfloat16}[d]) for d in dtypes}
+    results = {"machine": machine(), "batch": args.batch, "seq": args.seq, "matmul_peak_flops": peaks, "rows": []}
+    print(json.dumps(results["machine"]), {d: f"{p / 1e9:.0f} GFLOP/s" for d, p in peaks.items()})
+    tokens = args.batch * args.seq
+    for name in args.models.split(","):
+        for dtype in dtypes:
+            fns, trainer = steps(name, dtype, args.batch, args.seq, tmp)
+            times = {k: [] for k in fns}
+            for _ in range(args.rounds):  # alternate so drifts in machine load hit both alike
+                for k, fn in fns.items():
+                    times[k].append(timeit(fn, warmup=2, min_time=args.seconds / args.rounds))
+            flops_per_step = trainer.flops / trainer.step  # analytic, same shapes every step
+            row = {"model": name, "dtype": dtype}
+            for k, ts in times.items():
+                row[f"{k}_tokens_per_s"] = tokens / min(ts)
+            row["speedup"] = row["encoderlab_tokens_per_s"] / row["transformers_tokens_per_s"]
+            row["analytic_flops_per_token"] = flops_per_step / tokens
+            row["encoderlab_mfu"] = flops_per_step / min(times["encoderlab"]) / peaks[dtype]
+            if not args.no_memory:
+                for impl in fns:
+                    cmd = [sys.executable, __file__, "--memory-child", name, impl, dtype,
+                           "--batch", str(args.batch), "--seq", str(args.seq)]
+                    if args.threads:
+                        cmd += ["--threads", str(args.threads)]
+                    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                    row[f"{impl}_peak_mb"] = json.loads(out.strip().splitlines()[-1])["peak_mb"]
+            results["rows"].append(row)
+            print(json.dumps(row), flush=True)
+            del fns, trainer
+            if args.profile:
+                print(f"--- encoderlab {name} {dtype}: by operator (3 steps) ---")
+                print(profile(name, dtype, args.batch, args.seq, tmp), flush=True)
+    print(markdown(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+def markdown(res: dict) -> str:
+    lines = ["| model | dtype | encoderlab tokens/s | transformers tokens/s | speed-up | encoderlab MFU | "
+             "peak MB (ours / transformers) |", "|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        mem = f"{r['encoderlab_peak_mb']:.0f} / {r['transformers_peak_mb']:.0f}" if "encoderlab_peak_mb" in r else "-"
+        lines.append(f"| {r['model']} | {r['dtype']} | {r['encoderlab_tokens_per_s']:.0f} | "
+                     f"{r['transformers_tokens_per_s']:.0f} | {r['speedup']:.2f}x | "
+                     f"{100 * r['encoderlab_mfu']:.1f}% | {mem} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
