@@ -20,6 +20,11 @@ from torch import nn
 from encoderlab.nn.config import EncoderConfig
 from encoderlab.nn.dropout import Dropout, dropout
 
+# Longest sequence at which bf16 attention on the CPU runs as explicit products rather than SDPA:
+# 3-4x faster (forward + backward) at 128 and 256, even at 512 (benchmarks/attention.py), where
+# SDPA's smaller memory (no (B, N, T, T) tensors kept for backward) then decides.
+EXPLICIT_BF16_MAX_LEN = 256
+
 
 def activation(name: str):
     if name == "gelu":
@@ -94,9 +99,11 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(h).view(B, T, 3, self.num_heads, H // self.num_heads)  # (B, T, 3, N, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D)
         p = self.attention_dropout if self.training else 0.0
-        if p > 0.0 and x.device.type == "cpu":
-            # SDPA on the CPU has no fused dropout: with dropout_p > 0 it runs these same products
-            # and softmax, but draws its mask per element (Bernoulli), which costs more than they do.
+        if x.device.type == "cpu" and (p > 0.0 or (q.dtype == torch.bfloat16 and T <= EXPLICIT_BF16_MAX_LEN)):
+            # Explicit products on the CPU, where they beat SDPA (benchmarks/attention.py): SDPA has
+            # no fused dropout (with dropout_p > 0 it runs these same products but draws its mask
+            # per element, which costs more than they do), and in bf16 at short lengths its flash
+            # kernel is slower than two batched products, forward and above all backward.
             s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5  # (B, N, T, T)
             if mask is not None:
                 s = s.masked_fill(~mask, float("-inf"))
