@@ -18,9 +18,12 @@ from encoderlab.objectives.base import (
 )
 
 
-def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the M positions, in fp32; 0 (not NaN) when M == 0."""
-    return F.cross_entropy(logits.float(), targets, reduction="sum") / max(targets.numel(), 1)
+def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean cross-entropy over the M positions, the (M, V) fp32 log-probabilities); the loss is 0
+    (not NaN) when M == 0. The log-probabilities are returned so that accuracy and sampling reuse
+    the one fp32 copy: on a CPU each pass over an (M, 30522) bf16 tensor costs as much as a layer."""
+    logp = F.log_softmax(logits.float(), dim=-1)  # (M, V)
+    return F.nll_loss(logp, targets, reduction="sum") / max(targets.numel(), 1), logp
 
 
 class MLMObjective:
@@ -38,8 +41,8 @@ class MLMObjective:
         vocab = model.encoder.config.vocab_size
         m = mask_batch(batch, self.cfg, vocab, generator)
         out = model(m.input_ids, am, tt, positions=m.positions)
-        loss = mlm_loss(out.logits, m.targets)  # logits (M, V)
-        metrics = {"mlm_loss": mean_metric(loss), "mlm_accuracy": accuracy_sums(out.logits, m.targets)}
+        loss, logp = mlm_loss(out.logits, m.targets)  # logits (M, V)
+        metrics = {"mlm_loss": mean_metric(loss), "mlm_accuracy": accuracy_sums(logp, m.targets)}
         if self.cfg.sentence_loss and out.sentence_logits is not None and "sentence_label" in batch:
             name = model.config.sentence_objective  # nsp | sop
             labels = batch["sentence_label"]

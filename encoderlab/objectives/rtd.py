@@ -59,13 +59,18 @@ class MLMPair(nn.Module):
 
 
 def sample_replacements(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
-    """One sample per row of (M, V) logits from softmax(logits / temperature), in fp32.
+    """One sample per row of (M, V) logits (or log-probabilities) from softmax(logits / temperature),
+    in fp32.
 
     Inverse CDF: one uniform per row, found in the row's cumulative distribution. The Gumbel-max
     trick draws M x V uniforms and takes two logs of each; on a CPU that costs several times more
-    than the generator's sparse MLM head it samples from (benchmarks/train_step.py)."""
-    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (M, V)
-    cdf = probs.cumsum_(-1)  # (M, V), in place: probs is not needed again
+    than the generator's sparse MLM head it samples from (benchmarks/train_step.py). The weights
+    are left unnormalized (the uniform is scaled by the row's total instead), saving a pass."""
+    x = logits.float()
+    if temperature != 1.0:
+        x = x / temperature
+    weights = (x - x.amax(-1, keepdim=True)).exp_()  # (M, V), largest weight 1 in each row
+    cdf = weights.cumsum_(-1)  # (M, V), in place: the weights are not needed again
     u = torch.rand(cdf.shape[0], 1, generator=generator, device=logits.device, dtype=torch.float32)
     u = u * cdf[:, -1:]  # the row's total, not 1: rounding in the cumsum never selects past the end
     # right=True: the first index whose cdf exceeds u, so zero-probability tokens are never drawn
@@ -106,7 +111,7 @@ class RTDObjective:
                 g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
         else:
             g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
-            g_loss = mlm_loss(g_logits, m.targets)
+            g_loss, g_logits = mlm_loss(g_logits, m.targets)  # now fp32 log-probabilities
             loss = loss + g_loss
             metrics["gen_loss"] = mean_metric(g_loss)
             metrics["gen_accuracy"] = accuracy_sums(g_logits, m.targets)
@@ -162,9 +167,9 @@ class RTDObjective:
             where = real.view(-1).nonzero().squeeze(1)  # (N,)
         targets = ids.view(-1).index_select(0, where)
         logits = model.mlm(replaced, am, tt, positions=where).logits  # (M or N, V)
-        loss = mlm_loss(logits, targets)
+        loss, logp = mlm_loss(logits, targets)
         metrics["mlm_loss"] = mean_metric(loss)
-        metrics["mlm_accuracy"] = accuracy_sums(logits, targets)
+        metrics["mlm_accuracy"] = accuracy_sums(logp, targets)
         return loss, where.numel()
 
 
