@@ -7,11 +7,12 @@
    budget = that rate x --minutes (or give --flops directly). Both models get the same budget.
 3. Pretrains bert-tiny (MLM + NSP) and electra-tiny (RTD) with bf16 autocast, evaluating on the
    store's held-out split at fixed settings (15% masking, 80/10/10, fixed seed) ~10 times.
-4. Computes the unigram baseline on exactly the same held-out masked positions: always predict the
-   most frequent non-special training token.
+4. Computes two count baselines on exactly the same held-out masked positions: unigram (always the
+   most frequent non-special training token) and bigram (the most frequent successor of the visible
+   left neighbour).
 
 Prints a markdown summary (final figures and curves) for docs/benchmarks.md and writes
-results.json in --work. A tiny model that does not clearly beat the unigram baseline is a bug.
+results-MODELS.json in --work. A tiny model that does not clearly beat the unigram baseline is a bug.
 """
 
 from __future__ import annotations
@@ -67,26 +68,50 @@ def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfi
         trainer=TrainerConfig(**t))
 
 
-def unigram_baseline(store_dir: Path, cfg: PretrainConfig) -> float:
-    """Accuracy of predicting the most frequent training token at the evaluation's masked positions."""
+def count_baselines(store_dir: Path, cfg: PretrainConfig) -> dict[str, float]:
+    """Accuracy of two count models at the evaluation's masked positions (same batches, same masks):
+
+    - unigram: always the most frequent non-special training token (what a context-free model
+      can do; the plateau that tiny models sit on first);
+    - bigram: the most frequent training successor of the token on the left, when that neighbour
+      is a visible non-special token, else the unigram guess. It shows how much a model gains
+      from one word of context, so "beats the unigram baseline" has a scale."""
     store = TokenStore(store_dir, "train")
-    special = set(store.special_ids.values())
-    counts = np.zeros(store.vocab_size, dtype=np.int64)
+    special = sorted(set(store.special_ids.values()))
+    V = store.vocab_size
+    counts = np.zeros(V, dtype=np.int64)
+    codes = []
     for shard in store.tokens:
-        counts += np.bincount(np.asarray(shard), minlength=store.vocab_size)
-    counts[list(special)] = 0
+        a = np.asarray(shard, dtype=np.int64)
+        counts += np.bincount(a, minlength=V)
+        codes.append(a[:-1] * V + a[1:])  # (prev, next) pairs
+    counts[special] = 0
     top = int(counts.argmax())
-    ocfg = eval_config(with_defaults(cfg.objective, store.special_ids["mask"], tuple(sorted(special))))
-    src = make_source(cfg.data, split="valid", rank=0, world_size=1, seed=cfg.trainer.seed, pairs=None)
-    it = iter(src)
-    hit = total = 0
+    pairs, n = np.unique(np.concatenate(codes), return_counts=True)
+    prev, nxt = pairs // V, pairs % V
+    keep = ~np.isin(nxt, special)
+    prev, nxt, n = prev[keep], nxt[keep], n[keep]
+    order = np.lexsort((-n, prev))  # by prev, most frequent successor first
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = prev[order][1:] != prev[order][:-1]
+    best = torch.full((V,), top, dtype=torch.long)
+    best[torch.from_numpy(prev[order][first])] = torch.from_numpy(nxt[order][first])
+    best[special] = top  # [MASK] or another special on the left: no context, unigram guess
+    ocfg = eval_config(with_defaults(cfg.objective, store.special_ids["mask"], tuple(special)))
+    it = iter(make_source(cfg.data, split="valid", rank=0, world_size=1, seed=cfg.trainer.seed, pairs=None))
+    hits = {"unigram": 0, "bigram": 0}
+    total = 0
     g = torch.Generator()
     for i in range(cfg.data.eval_batches):  # the evaluation's batches and masking seeds
         g.manual_seed(EVAL_SEED + i)
-        m = mask_batch(next(it), ocfg, store.vocab_size, g)
-        hit += int((m.targets == top).sum())
+        m = mask_batch(next(it), ocfg, V, g)
+        T = m.input_ids.shape[1]
+        flat = m.input_ids.reshape(-1)
+        left = torch.where(m.positions % T > 0, flat[(m.positions - 1).clamp(min=0)], special[0])  # (M,)
+        hits["unigram"] += int((m.targets == top).sum())
+        hits["bigram"] += int((m.targets == best[left]).sum())
         total += m.targets.numel()
-    return hit / total
+    return {k: v / total for k, v in hits.items()}
 
 
 def curves(run_dir: Path) -> list[dict]:
@@ -109,6 +134,8 @@ def main() -> None:
     ap.add_argument("--evals", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--models", default="bert-tiny,electra-tiny",
+                    help="run these (separate processes may run one each, with their own results file)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; on a shared 2-core box 2 threads oversubscribe and run ~5x slower")
     args = ap.parse_args()
@@ -129,7 +156,8 @@ def main() -> None:
 
     results = {"budget_flops": budget, "args": vars(args), "machine": platform.processor() or platform.machine(),
                "torch": torch.__version__, "threads": torch.get_num_threads()}
-    for name in ("bert-tiny", "electra-tiny"):
+    models = args.models.split(",")
+    for name in models:
         probe = recipe(name, store, work / "probe", args, max_steps=2, eval_every=0, log_every=1)
         probe = probe.replace(data=probe.data.replace(eval_batches=0))
         per_step = pretrain(probe).flops / 2
@@ -141,35 +169,47 @@ def main() -> None:
         results[name] = {"steps": r.step, "tokens": r.tokens, "flops": r.flops, "wall_s": time.perf_counter() - t0,
                          "final": r.eval, "curve": curves(work / name)}
         print(name, json.dumps(results[name]["final"]), f"{r.step} steps, {results[name]['wall_s']:.0f}s")
-    results["unigram_accuracy"] = unigram_baseline(store, recipe("bert-tiny", store, work, args, max_steps=1))
-    (work / "results.json").write_text(json.dumps(results, indent=1))
+    base = count_baselines(store, recipe("bert-tiny", store, work, args, max_steps=1))
+    results["unigram_accuracy"], results["bigram_accuracy"] = base["unigram"], base["bigram"]
+    (work / f"results-{'-'.join(models)}.json").write_text(json.dumps(results, indent=1))
     print(markdown(results))
 
 
 def markdown(res: dict) -> str:
-    b, e = res["bert-tiny"], res["electra-tiny"]
+    names = [n for n in ("bert-tiny", "electra-tiny") if n in res]
+    a = res["args"]
     lines = [
         f"Budget {res['budget_flops']:.3e} FLOPs each (analytic, forward + 2x backward), batch "
-        f"{res['args']['batch_size']} x {res['args']['seq_len']}, lr {res['args']['lr']}, bf16 autocast, "
+        f"{a['batch_size']} x {a['seq_len']}, lr {a['lr']}, {a['warmup']} warm-up steps, bf16 autocast, "
         f"{res['threads']} threads.",
         "",
-        "| model | steps | wall-clock | held-out MLM accuracy | held-out MLM loss | disc. accuracy | disc. AUC |",
-        "|---|---|---|---|---|---|---|",
-        f"| unigram baseline | - | - | {res['unigram_accuracy']:.4f} | - | - | - |",
-        f"| bert-tiny (MLM+NSP) | {b['steps']} | {b['wall_s'] / 60:.1f} min | {b['final']['eval_mlm_accuracy']:.4f} | "
-        f"{b['final']['eval_mlm_loss']:.3f} | - | - |",
-        f"| electra-tiny (generator / discriminator) | {e['steps']} | {e['wall_s'] / 60:.1f} min | "
-        f"{e['final']['eval_gen_accuracy']:.4f} | {e['final']['eval_gen_loss']:.3f} | "
-        f"{e['final']['eval_disc_accuracy']:.4f} | {e['final']['eval_disc_auc']:.4f} |",
-        "",
-        "Curves (held-out, by share of the budget):",
-        "",
-        "| FLOPs | bert-tiny MLM acc | electra-tiny gen. MLM acc | electra-tiny disc. acc | electra-tiny disc. AUC |",
-        "|---|---|---|---|---|",
+        "| model | steps | tokens | wall-clock | held-out MLM accuracy | held-out MLM loss | disc. accuracy "
+        "| disc. AUC |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| unigram baseline | - | - | - | {res['unigram_accuracy']:.4f} | - | - | - |",
+        f"| bigram baseline (left neighbour) | - | - | - | {res['bigram_accuracy']:.4f} | - | - | - |",
     ]
-    for rb, re_ in zip(b["curve"], e["curve"]):
-        lines.append(f"| {rb['flops']:.2e} / {re_['flops']:.2e} | {rb['eval_mlm_accuracy']:.4f} | "
-                     f"{re_['eval_gen_accuracy']:.4f} | {re_['eval_disc_accuracy']:.4f} | {re_['eval_disc_auc']:.4f} |")
+    for n in names:
+        r, f = res[n], res[n]["final"]
+        if n == "bert-tiny":
+            cells = f"{f['eval_mlm_accuracy']:.4f} | {f['eval_mlm_loss']:.3f} | - | -"
+        else:
+            cells = (f"{f['eval_gen_accuracy']:.4f} | {f['eval_gen_loss']:.3f} | {f['eval_disc_accuracy']:.4f} | "
+                     f"{f['eval_disc_auc']:.4f}")
+        label = "bert-tiny (MLM+NSP)" if n == "bert-tiny" else "electra-tiny (generator / discriminator)"
+        lines.append(f"| {label} | {r['steps']} | {r['tokens'] / 1e6:.1f} M | {r['wall_s'] / 60:.1f} min | {cells} |")
+    for n in names:
+        lines += ["", f"{n} curve (held-out):", ""]
+        if n == "bert-tiny":
+            lines += ["| FLOPs | tokens | MLM acc | MLM loss |", "|---|---|---|---|"]
+            lines += [f"| {r['flops']:.2e} | {r['tokens'] / 1e6:.1f} M | {r['eval_mlm_accuracy']:.4f} | "
+                      f"{r['eval_mlm_loss']:.3f} |" for r in res[n]["curve"]]
+        else:
+            lines += ["| FLOPs | tokens | gen. MLM acc | gen. MLM loss | disc. acc | disc. AUC |",
+                      "|---|---|---|---|---|---|"]
+            lines += [f"| {r['flops']:.2e} | {r['tokens'] / 1e6:.1f} M | {r['eval_gen_accuracy']:.4f} | "
+                      f"{r['eval_gen_loss']:.3f} | {r['eval_disc_accuracy']:.4f} | {r['eval_disc_auc']:.4f} |"
+                      for r in res[n]["curve"]]
     return "\n".join(lines)
 
 
