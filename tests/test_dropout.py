@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from encoderlab.nn import encoder as encoder_module
 from encoderlab.nn.config import EncoderConfig
 from encoderlab.nn.dropout import Dropout, keep_mask
 from encoderlab.nn.encoder import SelfAttention
@@ -48,3 +49,30 @@ def test_cpu_attention_path_matches_sdpa():
     explicit = att.train()(x, mask)
     fused = att.eval()(x, mask)
     torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=1e-5)
+
+
+def test_bf16_cpu_attention_explicit_matches_sdpa(monkeypatch):
+    """bf16 attention on the CPU runs as explicit products up to EXPLICIT_BF16_MAX_LEN (faster
+    there); it must agree with SDPA's flash kernel, padded keys included, forward and backward."""
+    cfg = EncoderConfig(vocab_size=50, hidden_size=64, num_layers=1, num_heads=4, intermediate_size=64,
+                        hidden_dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    att = SelfAttention(cfg).train()
+    x = torch.randn(3, 9, 64)
+    mask = torch.ones(3, 9, dtype=torch.bool)
+    mask[2, 6:] = False
+    mask = mask[:, None, None, :]
+    w = torch.randn(3, 9, 64)  # a random readout, so the gradient through LayerNorm is not ~0
+    outs = {}
+    for limit in (256, 0):  # 0: every length is "long", so SDPA runs
+        monkeypatch.setattr(encoder_module, "EXPLICIT_BF16_MAX_LEN", limit)
+        att.zero_grad()
+        xi = x.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = att(xi, mask)
+        (y.float() * w).sum().backward()
+        outs[limit] = (y.float(), xi.grad, att.qkv.weight.grad.clone())
+    for explicit, sdpa in zip(outs[256], outs[0]):
+        scale = sdpa.abs().max()
+        assert scale > 0.1
+        torch.testing.assert_close(explicit / scale, sdpa / scale, atol=2e-2, rtol=0)
