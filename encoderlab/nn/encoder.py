@@ -21,8 +21,8 @@ from encoderlab.nn.config import EncoderConfig
 from encoderlab.nn.dropout import Dropout, dropout
 
 # Longest sequence at which bf16 attention on the CPU runs as explicit products rather than SDPA:
-# 3-4x faster (forward + backward) at 128 and 256, even at 512 (benchmarks/attention.py), where
-# SDPA's smaller memory (no (B, N, T, T) tensors kept for backward) then decides.
+# 3.7-5.2x faster (forward + backward) at 128, 2.2x at 256, even at 512 (benchmarks/attention.py),
+# where SDPA's smaller memory (no (B, N, T, T) tensors kept for backward) then decides.
 EXPLICIT_BF16_MAX_LEN = 256
 
 

@@ -106,22 +106,24 @@ class RTDObjective:
         stage = self.stage(step)
         metrics: dict = {}
         loss = torch.zeros((), device=ids.device)
+        # g_scores: what the replacements are sampled from, the generator's (M, V) logits or, once
+        # the loss has made them, its fp32 log-probabilities (the same softmax, one pass fewer)
         if stage == "discriminator":  # frozen generator: sampling only
             with torch.no_grad():
-                g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
+                g_scores = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
         else:
             g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
-            g_loss, g_logits = mlm_loss(g_logits, m.targets)  # now fp32 log-probabilities
+            g_loss, g_scores = mlm_loss(g_logits, m.targets)
             loss = loss + g_loss
             metrics["gen_loss"] = mean_metric(g_loss)
-            metrics["gen_accuracy"] = accuracy_sums(g_logits, m.targets)
+            metrics["gen_accuracy"] = accuracy_sums(g_scores, m.targets)
         M = m.positions.numel()
         out = ObjectiveOutput(loss=loss, metrics=metrics, num_masked=M, tokens=ids.numel())
         if stage == "generator":
             metrics["loss"] = mean_metric(loss)
             return out
         with torch.no_grad():
-            sampled = sample_replacements(g_logits.detach(), cfg.temperature, generator)  # (M,)
+            sampled = sample_replacements(g_scores.detach(), cfg.temperature, generator)  # (M,)
         replaced = ids.clone()
         replaced.view(-1)[m.positions] = sampled  # (B, T)
         is_replaced = replaced != ids  # (B, T): a sample equal to the original is "original"
