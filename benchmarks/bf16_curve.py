@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pretrain_learning import CORPUS, build_store, recipe  # noqa: E402
+from pretrain_learning import add_run_arguments, build_store, recipe  # noqa: E402
 
 from encoderlab.train import pretrain  # noqa: E402
 
@@ -41,19 +41,10 @@ def read(run_dir: Path) -> tuple[list[dict], list[dict]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", default="runs/learning")
-    ap.add_argument("--corpus", default=str(CORPUS))
-    ap.add_argument("--vocab", type=int, default=8192)
+    add_run_arguments(ap)
     ap.add_argument("--model", default="bert-tiny")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--log-every", type=int, default=50)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--eval-batches", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--parallel", action="store_true")
     ap.add_argument("--only", choices=["fp32", "bf16"], help=argparse.SUPPRESS)
     args = ap.parse_args()

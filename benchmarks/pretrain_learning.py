@@ -124,25 +124,30 @@ def curves(run_dir: Path) -> list[dict]:
     return [r for r in rows if r["split"] == "eval"]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(ap: argparse.ArgumentParser) -> None:
+    """The corpus, store and training options that recipe() reads (shared with bf16_curve.py)."""
     ap.add_argument("--work", default="runs/learning")
     ap.add_argument("--corpus", default=str(CORPUS))
     ap.add_argument("--vocab", type=int, default=8192)
-    ap.add_argument("--minutes", type=float, default=10.0)
-    ap.add_argument("--flops", type=float, default=None, help="fixed budget; default: calibrated from --minutes")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--eval-batches", type=int, default=16)
-    ap.add_argument("--evals", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads; on a shared 2-core box 2 threads oversubscribe and run ~5x slower")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(ap)
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--flops", type=float, default=None, help="fixed budget; default: calibrated from --minutes")
+    ap.add_argument("--evals", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--models", default="bert-tiny,electra-tiny",
                     help="run these (separate processes may run one each, with their own results file)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads; on a shared 2-core box 2 threads oversubscribe and run ~5x slower")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(args.work)
