@@ -64,7 +64,8 @@ def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfi
                    else ObjectiveConfig(kind="mlm")),
         optimizer=OptimizerConfig(lr=args.lr, warmup_steps=args.warmup, weight_decay=0.01),
         data=DataConfig(kind="store", path=str(store), batch_size=args.batch_size, seq_len=args.seq_len,
-                        eval_batches=args.eval_batches),
+                        eval_batches=args.eval_batches, short_seq_len=args.short_seq_len,
+                        short_seq_steps=args.short_seq_steps),
         trainer=TrainerConfig(**t))
 
 
@@ -133,6 +134,9 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--short-seq-len", type=int, default=None,
+                    help="short-sequence warm-up: this length (same tokens per step) for --short-seq-steps steps")
+    ap.add_argument("--short-seq-steps", type=int, default=0)
     ap.add_argument("--eval-batches", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1,

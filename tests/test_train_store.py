@@ -62,3 +62,36 @@ def test_resume_on_a_token_store_is_exact(store, tmp_path):
     b = {r["step"]: {k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(tmp_path / "b")}
     assert sorted(b) == list(range(4, 9))
     assert all(a[s] == b[s] for s in b)
+
+
+def test_short_sequence_warmup_switches_and_resumes_exactly(store, tmp_path):
+    """data.short_seq_steps: the first steps read short sequences (more rows, the same tokens per
+    step), then full length; a resume inside the warm-up and one after the switch are both exact."""
+    from encoderlab.train.data import make_source
+
+    torch.set_num_threads(1)
+    cfg = _recipe(store, tmp_path / "a", "bert-tiny", "mlm", steps=8, keep_last=5)
+    cfg = cfg.replace(data=cfg.data.replace(short_seq_len=16, short_seq_steps=4))
+    src = iter(make_source(cfg.data, split="train", rank=0, world_size=1, seed=0, pairs="nsp", grad_accum=1))
+    shapes = [tuple(next(src)["input_ids"].shape) for _ in range(6)]
+    assert shapes == [(8, 16)] * 4 + [(4, 32)] * 2
+    pretrain(cfg)
+    a = {r["step"]: {k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(tmp_path / "a")}
+    assert [a[s]["tokens"] for s in range(1, 9)] == [128 * s for s in range(1, 9)]
+    for start, run in ((3, "b"), (6, "c")):  # inside the warm-up, after the switch
+        name = f"step-{start:06d}"
+        shutil.copytree(tmp_path / "a/checkpoints" / name, tmp_path / run / "checkpoints" / name)
+        pretrain(cfg.replace(trainer=cfg.trainer.replace(run_dir=str(tmp_path / run))))
+        b = {r["step"]: {k: v for k, v in r.items() if k not in TIMING} for r in read_metrics(tmp_path / run)}
+        assert sorted(b) == list(range(start + 1, 9))
+        assert all(a[s] == b[s] for s in b)
+
+
+def test_short_sequence_warmup_config_errors():
+    from encoderlab.config import ConfigError
+
+    with pytest.raises(ConfigError, match="short_seq_len is not"):
+        DataConfig(kind="synthetic", short_seq_steps=10)
+    with pytest.raises(ConfigError, match="short_seq_len must be in"):
+        DataConfig(kind="synthetic", seq_len=64, short_seq_len=64, short_seq_steps=10)
+    assert DataConfig(kind="synthetic", batch_size=8, seq_len=128, short_seq_len=32).short().batch_size == 32

@@ -62,11 +62,28 @@ class DataConfig(Config):
     batch_size: int = 32  # per micro-batch and rank
     seq_len: int = 128
     eval_batches: int = 8  # held-out batches (valid split), fixed for the whole run
+    # Short-sequence warm-up (a sequence-length curriculum, as BERT's 128-then-512 phases): the
+    # first short_seq_steps optimizer steps read sequences of short_seq_len tokens, in batches of
+    # batch_size * seq_len // short_seq_len rows (the same tokens per step). Small models on the
+    # CPU leave the unigram plateau several times sooner on short sequences (docs/benchmarks.md).
+    short_seq_len: int | None = None
+    short_seq_steps: int = 0
     synthetic: SyntheticConfig = dataclasses.field(default_factory=SyntheticConfig)
 
     def validate(self) -> None:
         if self.kind == "store" and self.path is None:
             raise ConfigError("data.path is required for data.kind: store (a token store directory)")
+        if self.short_seq_steps < 0:
+            raise ConfigError(f"data.short_seq_steps must be >= 0, got {self.short_seq_steps}")
+        if self.short_seq_steps and self.short_seq_len is None:
+            raise ConfigError("data.short_seq_steps is set but data.short_seq_len is not")
+        if self.short_seq_len is not None and not 8 <= self.short_seq_len < self.seq_len:
+            raise ConfigError(f"data.short_seq_len must be in [8, seq_len={self.seq_len}), got {self.short_seq_len}")
+
+    def short(self) -> DataConfig:
+        """The warm-up phase's data: short sequences, more rows, the same tokens per batch."""
+        rows = max(1, self.batch_size * self.seq_len // self.short_seq_len)
+        return self.replace(seq_len=self.short_seq_len, batch_size=rows, short_seq_len=None, short_seq_steps=0)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

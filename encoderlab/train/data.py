@@ -81,9 +81,46 @@ class SyntheticSource:
         self.next_index = int(state["next_index"])
 
 
-def make_source(cfg: DataConfig, *, split: str, rank: int, world_size: int, seed: int, pairs: str | None):
+class ShortFirstSource:
+    """Short-sequence warm-up: ``switch_at`` micro-batches from ``short``, then ``full`` for good.
+
+    Both sources keep their own position, so a resume on either side of the switch continues
+    exactly; the full-length phase starts at its own first batch, as a fresh run would."""
+
+    def __init__(self, short: BatchSource, full: BatchSource, switch_at: int):
+        self.short, self.full, self.switch_at = short, full, switch_at
+        self.yielded = 0  # micro-batches of this rank so far, both phases
+
+    def __iter__(self):
+        short, full = iter(self.short), None
+        while True:
+            if self.yielded < self.switch_at:
+                batch = next(short)
+            else:
+                full = full or iter(self.full)
+                batch = next(full)
+            self.yielded += 1
+            yield batch
+
+    def state_dict(self) -> dict:
+        return {"yielded": self.yielded, "short": self.short.state_dict(), "full": self.full.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.yielded = int(state["yielded"])
+        self.short.load_state_dict(state["short"])
+        self.full.load_state_dict(state["full"])
+
+
+def make_source(cfg: DataConfig, *, split: str, rank: int, world_size: int, seed: int, pairs: str | None,
+                grad_accum: int = 1):
     """The batch source of a recipe: a synthetic one, or the token store's loader; pairs is "nsp" or
-    "sop" for sentence-pair examples, None for packed full sentences (MLM, ELECTRA)."""
+    "sop" for sentence-pair examples, None for packed full sentences (MLM, ELECTRA). The training
+    split starts with the short-sequence warm-up when the recipe has one (each of a step's
+    grad_accum micro-batches counts); held-out data is always full length."""
+    if split == "train" and cfg.short_seq_steps > 0:
+        kw = dict(split=split, rank=rank, world_size=world_size, seed=seed, pairs=pairs)
+        return ShortFirstSource(make_source(cfg.short(), **kw), make_source(cfg.replace(short_seq_steps=0), **kw),
+                                cfg.short_seq_steps * grad_accum)
     if cfg.kind == "synthetic":
         return SyntheticSource(cfg, split=split, rank=rank, world_size=world_size, seed=seed)
     from encoderlab.data.loader import LoaderConfig, PretrainLoader

@@ -89,7 +89,9 @@ class Trainer:
         sentences = ocfg.kind == "mlm" and ocfg.sentence_loss and model_cfg.head == "pretraining"
         pairs = model_cfg.sentence_objective if sentences else None
         kw = dict(rank=self.dist.rank, world_size=self.dist.world_size, seed=t.seed, pairs=pairs)
-        self.source = source if source is not None else make_source(cfg.data, split="train", **kw)
+        if source is None:
+            source = make_source(cfg.data, split="train", grad_accum=t.grad_accum, **kw)
+        self.source = source
         if eval_source is None and cfg.data.eval_batches > 0:
             # Held-out batches are packed full sentences for every model, so all are scored alike.
             eval_source = make_source(cfg.data, split="valid", **dict(kw, rank=0, world_size=1, pairs=None))
