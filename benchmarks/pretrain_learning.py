@@ -59,7 +59,8 @@ def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfi
     t = dict(run_dir=str(work / name), log_every=50, checkpoint_every=0, bf16=True, resume="never", seed=args.seed)
     t.update(trainer)
     return PretrainConfig(
-        model=ModelSpec(preset=name, max_position_embeddings=args.seq_len),
+        model=ModelSpec(preset=name, max_position_embeddings=args.seq_len,
+                        generator_multiplier=args.generator_multiplier if electra else None),
         objective=(ObjectiveConfig(kind="rtd", masking=MaskingConfig(**ELECTRA_MASK)) if electra
                    else ObjectiveConfig(kind="mlm")),
         optimizer=OptimizerConfig(lr=args.lr, warmup_steps=args.warmup, weight_decay=0.01),
@@ -137,6 +138,8 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--short-seq-len", type=int, default=None,
                     help="short-sequence warm-up: this length (same tokens per step) for --short-seq-steps steps")
     ap.add_argument("--short-seq-steps", type=int, default=0)
+    ap.add_argument("--generator-multiplier", type=float, default=None,
+                    help="ELECTRA generator width / discriminator width (default: the preset's, 1/4)")
     ap.add_argument("--eval-batches", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1,

@@ -1,0 +1,68 @@
+"""Short bert-tiny probes of the unigram plateau: which change gets a tiny model off it soonest?
+
+    python benchmarks/plateau_probes.py --name seq32 --steps 2400 --seq-len 32 --batch-size 128
+    python benchmarks/plateau_probes.py --name preln --steps 3000 --norm pre
+
+Each probe is the learning benchmark's bert-tiny recipe (pretrain_learning.py: same token store,
+lr, bf16, held-out evaluation with every chosen token shown as [MASK]) for --steps steps, the
+learning rate decaying to zero over them, with one thing changed: the initializer range, pre- or
+post-LayerNorm, dropout, training masks (all [MASK] instead of 80/10/10), or the batch shape.
+Held-out batches have the probe's own length. Prints the held-out curve; the run directory is
+--work/NAME/bert-tiny. Run two probes side by side, one thread each, on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+from pretrain_learning import add_run_arguments, build_store, recipe
+
+from encoderlab.data.masking import MaskingConfig
+from encoderlab.data.store import TokenStore
+from encoderlab.models.presets import preset
+from encoderlab.train import ModelSpec, pretrain
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(ap)
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--steps", type=int, default=2400)
+    ap.add_argument("--init", type=float, default=None, help="initializer_range (bert-tiny: 0.02)")
+    ap.add_argument("--norm", choices=("post", "pre"), default=None)
+    ap.add_argument("--dropout", type=float, default=None, help="hidden and attention dropout (0.1)")
+    ap.add_argument("--all-mask", action="store_true", help="train with every chosen token as [MASK]")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    store = build_store(work, Path(args.corpus), args.vocab, workers=2)
+
+    cfg = recipe("bert-tiny", store, work / args.name, args, max_steps=args.steps, eval_every=max(1, args.steps // 6))
+    model = preset("bert-tiny", vocab_size=TokenStore(store, "train").vocab_size)
+    changes = {"max_position_embeddings": args.seq_len}
+    if args.init is not None:
+        changes["initializer_range"] = args.init
+    if args.norm is not None:
+        changes["norm"] = args.norm
+    if args.dropout is not None:
+        changes["hidden_dropout"] = changes["attention_dropout"] = args.dropout
+    model = dataclasses.replace(model, encoder=dataclasses.replace(model.encoder, **changes))
+    cfg = cfg.replace(model=ModelSpec(config=model))
+    if args.all_mask:
+        every = MaskingConfig(mask_fraction=1.0, random_fraction=0.0, keep_fraction=0.0)
+        cfg = cfg.replace(objective=cfg.objective.replace(masking=every))
+    result = pretrain(cfg)
+    for line in (work / args.name / "bert-tiny" / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["split"] == "eval":
+            print(f"{args.name} step {row['step']}: held-out MLM accuracy {row['eval_mlm_accuracy']:.4f}, "
+                  f"loss {row['eval_mlm_loss']:.3f}")
+    print(f"{args.name}: {result.step} steps, status {result.status}")
+
+
+if __name__ == "__main__":
+    main()
