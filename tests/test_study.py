@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from encoderlab.config import ConfigError
 from encoderlab.study.claims import compare, evaluate_claims
 from encoderlab.study.config import StudyConfig
 from encoderlab.study.runner import Stages, run_study
@@ -96,3 +97,33 @@ def test_claim_verdicts_follow_the_numbers():
     assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "inconclusive"
     v["electra"] = _variant(0.60)
     assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "does not hold"
+
+
+def test_short_sequence_warm_up_reaches_every_variant(tmp_path):
+    """Each variant's recipe gets the warm-up as the same share of its own step count (the study's
+    warm-up share of the LR schedule is set equal here, so the two step counts must agree)."""
+    from encoderlab.data.corpus import CorpusConfig
+    from encoderlab.data.prepare import PrepareConfig, prepare
+    from encoderlab.study.runner import recipe_for
+    from encoderlab.train.config import PretrainConfig
+    from tests.test_data_helpers import tiny_tokenizer, write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus", n_docs=20)
+    tiny_tokenizer(tmp_path / "tok", corpus, vocab_size=300)
+    prepare(PrepareConfig(corpus=CorpusConfig(paths=(str(corpus),)), valid_count=4), tmp_path / "tok",
+            tmp_path / "store")
+    data = {"store": str(tmp_path / "store"), "tokenizer": str(tmp_path / "tok")}
+    cfg = StudyConfig.from_dict({**BASE, "seq_len": 64, "short_seq_len": 16, "short_seq_fraction": 0.25,
+                                 "warmup_fraction": 0.25, "budget_flops": 5e11,
+                                 "variants": [*BASE["variants"], ELECTRA]})
+    steps = set()
+    for v in cfg.variants:
+        r = PretrainConfig.from_dict(recipe_for(cfg, v, data, tmp_path / v.name))
+        assert r.data.short_seq_len == 16
+        assert r.data.short_seq_steps == r.optimizer.warmup_steps > 1
+        steps.add(r.data.short_seq_steps)
+    assert len(steps) == 2  # ELECTRA's steps cost more: fewer of them, a smaller warm-up in steps
+    bad = ({"short_seq_len": 16}, {"short_seq_fraction": 0.5}, {"short_seq_len": 16, "short_seq_fraction": 1.0})
+    for b in bad:
+        with pytest.raises(ConfigError, match="short_seq"):
+            StudyConfig.from_dict({**BASE, **b})

@@ -51,6 +51,11 @@ class StudyConfig(Config):
     max_documents: int | None = None  # cap the corpus (quick runs)
     seq_len: int = 128
     batch_size: int = 32
+    # Short-sequence warm-up for every variant (data.short_seq_len): the first short_seq_fraction
+    # of each variant's steps read short_seq_len-token sequences, the same tokens per step. Tiny
+    # models at length 128 otherwise sit on the unigram plateau (docs/benchmarks.md).
+    short_seq_len: int | None = None
+    short_seq_fraction: float = 0.0
     budget_flops: float = 1e14
     # Checkpoints evaluated (held-out loss) at these fractions of the budget; downstream tasks at
     # the fractions in finetune_fractions.
@@ -82,6 +87,10 @@ class StudyConfig(Config):
         missing = sorted(set(self.finetune_fractions) - set(self.eval_fractions))
         if missing:
             raise ConfigError(f"finetune_fractions {missing} must also be in eval_fractions")
+        if not 0 <= self.short_seq_fraction < 1:
+            raise ConfigError(f"short_seq_fraction must be in [0, 1), got {self.short_seq_fraction}")
+        if (self.short_seq_len is None) != (self.short_seq_fraction == 0):
+            raise ConfigError("short_seq_len and short_seq_fraction go together: set both or neither")
         if self.budget_flops <= 0:
             raise ConfigError("budget_flops must be positive")
         if self.seeds < 1:

@@ -152,7 +152,10 @@ def recipe_for(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> d
         "objective": v.objective.to_dict(),
         "optimizer": {"lr": v.lr or cfg.lr, "warmup_steps": max(1, round(cfg.warmup_fraction * steps))},
         "data": {"kind": "store", "path": data["store"], "tokenizer_dir": data["tokenizer"], "batch_size": B,
-                 "seq_len": T, "eval_batches": cfg.eval_batches},
+                 "seq_len": T, "eval_batches": cfg.eval_batches, "short_seq_len": cfg.short_seq_len,
+                 # steps counted at full length; the short ones cost a little less, so the warm-up's
+                 # share of the budget is slightly below short_seq_fraction for every variant alike
+                 "short_seq_steps": round(cfg.short_seq_fraction * steps)},
         "trainer": {"run_dir": str(run_dir), "seed": cfg.seed, "max_flops": cfg.budget_flops, "bf16": cfg.bf16,
                     "log_every": max(1, every // 4), "eval_every": every, "checkpoint_every": every,
                     "keep_last": 10_000, "progress": False},
