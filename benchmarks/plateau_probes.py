@@ -36,13 +36,20 @@ def main() -> None:
     ap.add_argument("--norm", choices=("post", "pre"), default=None)
     ap.add_argument("--dropout", type=float, default=None, help="hidden and attention dropout (0.1)")
     ap.add_argument("--all-mask", action="store_true", help="train with every chosen token as [MASK]")
+    ap.add_argument("--model", choices=("bert-tiny", "electra-tiny"), default="bert-tiny")
+    ap.add_argument("--disc-weight", type=float, default=None, help="ELECTRA discriminator loss weight (50)")
+    ap.add_argument("--clip", type=float, default=None, help="gradient clipping norm (1.0; 0 disables)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     store = build_store(work, Path(args.corpus), args.vocab, workers=2)
 
-    cfg = recipe("bert-tiny", store, work / args.name, args, max_steps=args.steps, eval_every=max(1, args.steps // 6))
-    model = preset("bert-tiny", vocab_size=TokenStore(store, "train").vocab_size)
+    name = args.model
+    cfg = recipe(name, store, work / args.name, args, max_steps=args.steps, eval_every=max(1, args.steps // 6))
+    spec = cfg.model
+    model = preset(name, vocab_size=TokenStore(store, "train").vocab_size,
+                   **({"generator_multiplier": spec.generator_multiplier,
+                       "embedding_sharing": spec.embedding_sharing} if name.startswith("electra") else {}))
     changes = {"max_position_embeddings": args.seq_len}
     if args.init is not None:
         changes["initializer_range"] = args.init
@@ -50,17 +57,29 @@ def main() -> None:
         changes["norm"] = args.norm
     if args.dropout is not None:
         changes["hidden_dropout"] = changes["attention_dropout"] = args.dropout
-    model = dataclasses.replace(model, encoder=dataclasses.replace(model.encoder, **changes))
+    nets = {"encoder": dataclasses.replace(model.encoder, **changes)}
+    if model.generator is not None:  # ELECTRA: the generator gets the same changes
+        nets["generator"] = dataclasses.replace(model.generator, **changes)
+    model = dataclasses.replace(model, **nets)
     cfg = cfg.replace(model=ModelSpec(config=model))
+    if args.disc_weight is not None:
+        cfg = cfg.replace(objective=cfg.objective.replace(disc_weight=args.disc_weight))
+    if args.clip is not None:
+        cfg = cfg.replace(optimizer=cfg.optimizer.replace(clip_norm=args.clip))
     if args.all_mask:
         every = MaskingConfig(mask_fraction=1.0, random_fraction=0.0, keep_fraction=0.0)
         cfg = cfg.replace(objective=cfg.objective.replace(masking=every))
     result = pretrain(cfg)
-    for line in (work / args.name / "bert-tiny" / "metrics.jsonl").read_text().splitlines():
+    for line in (work / args.name / name / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
-        if row["split"] == "eval":
+        if row["split"] != "eval":
+            continue
+        if "eval_mlm_accuracy" in row:
             print(f"{args.name} step {row['step']}: held-out MLM accuracy {row['eval_mlm_accuracy']:.4f}, "
                   f"loss {row['eval_mlm_loss']:.3f}")
+        else:
+            print(f"{args.name} step {row['step']}: held-out generator accuracy {row['eval_gen_accuracy']:.4f}, "
+                  f"loss {row['eval_gen_loss']:.3f}; discriminator AUC {row['eval_disc_auc']:.4f}")
     print(f"{args.name}: {result.step} steps, status {result.status}")
 
 

@@ -60,8 +60,11 @@ def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfi
     t.update(trainer)
     return PretrainConfig(
         model=ModelSpec(preset=name, max_position_embeddings=args.seq_len,
-                        generator_multiplier=args.generator_multiplier if electra else None),
-        objective=(ObjectiveConfig(kind="rtd", masking=MaskingConfig(**ELECTRA_MASK)) if electra
+                        generator_multiplier=args.generator_multiplier if electra else None,
+                        embedding_sharing=args.sharing),
+        objective=(ObjectiveConfig(kind="rtd", masking=MaskingConfig(**ELECTRA_MASK),
+                                   two_stage_generator_steps=args.two_stage,
+                                   two_stage_init_discriminator=args.two_stage > 0) if electra
                    else ObjectiveConfig(kind="mlm")),
         optimizer=OptimizerConfig(lr=args.lr, warmup_steps=args.warmup, weight_decay=0.01),
         data=DataConfig(kind="store", path=str(store), batch_size=args.batch_size, seq_len=args.seq_len,
@@ -140,6 +143,11 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--short-seq-steps", type=int, default=0)
     ap.add_argument("--generator-multiplier", type=float, default=None,
                     help="ELECTRA generator width / discriminator width (default: the preset's, 1/4)")
+    ap.add_argument("--sharing", choices=("none", "shared", "gdes"), default="shared",
+                    help="ELECTRA embedding sharing between generator and discriminator")
+    ap.add_argument("--two-stage", type=int, default=0,
+                    help="ELECTRA: the generator alone for this many steps, then frozen while the discriminator, "
+                         "initialized from it, trains (the paper's two-stage; needs --generator-multiplier 1)")
     ap.add_argument("--eval-batches", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1,
