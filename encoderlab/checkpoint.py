@@ -11,7 +11,7 @@ transformers equivalent:
 
 An ELECTRA generator/discriminator pair is two such directories, ``generator/`` and
 ``discriminator/``, under one ``encoderlab.yaml``; with gdes sharing the discriminator's exported
-embedding is E_G + delta and ``extra.safetensors`` keeps delta itself so training resumes exactly.
+tables are E_G + delta and ``extra.safetensors`` keeps each delta itself so training resumes exactly.
 Variants with no transformers equivalent (pre-LN, a BERT with shared layers, ALBERT with only
 attention or only FFN shared, a BERT with factorized embeddings) are stored under encoderlab's own
 names (``weights: native``) and no config.json; ``export_hf`` refuses them with the reason.
@@ -37,7 +37,7 @@ from torch import nn
 
 from encoderlab.interop import hf
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import ElectraPair, GDESEmbedding, build_model
+from encoderlab.models.networks import ElectraPair, build_model, gdes_tables, materialize_gdes
 
 META = "encoderlab.yaml"
 WEIGHTS = "model.safetensors"
@@ -68,8 +68,9 @@ def save_model(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path 
         disc_state = _materialized_state(model.discriminator)
         weights["discriminator"] = _save_network(disc_state, disc_cfg, tmp, "discriminator/", files)
         if cfg.embedding_sharing == "gdes":
-            delta = model.discriminator.encoder.embeddings.word_embeddings.delta
-            save_file({"discriminator.word_embeddings.delta": delta.detach().contiguous()}, tmp / "extra.safetensors")
+            deltas = {f"discriminator.{n}.delta": t.delta.detach().contiguous()
+                      for n, t in gdes_tables(model.discriminator.encoder.embeddings).items()}
+            save_file(deltas, tmp / "extra.safetensors")
             files["extra.safetensors"] = _sha256(tmp / "extra.safetensors")
         for sub in ("generator", "discriminator"):
             _copy_tokenizer(tokenizer_dir, tmp / sub)
@@ -100,13 +101,8 @@ def _save_network(state: dict, cfg: ModelConfig, root: Path, sub: str, files: di
 
 
 def _materialized_state(disc: nn.Module) -> dict:
-    """The discriminator's state with a GDES embedding written as a plain table E_G + delta."""
-    state = disc.state_dict()
-    emb = disc.encoder.embeddings.word_embeddings
-    if isinstance(emb, GDESEmbedding):
-        state.pop("encoder.embeddings.word_embeddings.delta")
-        state["encoder.embeddings.word_embeddings.weight"] = emb.weight.detach()
-    return state
+    """The discriminator's state with its GDES tables written as plain tables E_G + delta."""
+    return materialize_gdes(disc.state_dict(), disc.encoder.embeddings, "encoder.embeddings.")
 
 
 def _dedupe(state: dict) -> dict:
@@ -183,8 +179,13 @@ def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
         disc = _read_network(path / "discriminator", disc_cfg, meta["weights"]["discriminator"])
         if cfg.embedding_sharing == "gdes":
             extra = _load_safetensors(path / "extra.safetensors")
-            disc.pop("encoder.embeddings.word_embeddings.weight")
-            disc["encoder.embeddings.word_embeddings.delta"] = extra["discriminator.word_embeddings.delta"]
+            g = model.generator.encoder.embeddings
+            for n in gdes_tables(model.discriminator.encoder.embeddings):
+                key, effective = f"encoder.embeddings.{n}", disc.pop(f"encoder.embeddings.{n}.weight")
+                # Checkpoints written before the position and token-type tables were disentangled
+                # shared them plainly: their delta is the (zero) difference from the generator's.
+                delta = extra.get(f"discriminator.{n}.delta")
+                disc[key + ".delta"] = delta if delta is not None else effective - getattr(g, n).weight.detach()
         # Shared tables load twice with equal values; strict loading still checks every name.
         model.discriminator.load_state_dict(disc)
     else:
@@ -257,7 +258,7 @@ def export_hf(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path |
     Sharing patterns transformers cannot express (a BERT with shared layers, ALBERT sharing only
     attention or only FFN) are exported unshared: the outputs are identical, the sharing constraint
     is gone. Pre-LN encoders and BERTs with factorized embeddings are refused (ExportError).
-    A gdes discriminator is exported with its effective embedding E_G + delta.
+    A gdes discriminator is exported with its effective tables E_G + delta.
     """
     from encoderlab.models.networks import unshare
 

@@ -12,7 +12,7 @@ import torch
 
 from encoderlab import checkpoint
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import ElectraPair, build_model
+from encoderlab.models.networks import ElectraPair, build_model, gdes_tables
 from encoderlab.models.presets import generator_config
 from tests.conftest import tiny_encoder
 
@@ -36,14 +36,18 @@ def test_electra_pair_round_trip(mode, tmp_path):
     pair = ElectraPair(cfg)
     if mode == "gdes":
         with torch.no_grad():
-            pair.discriminator.encoder.embeddings.word_embeddings.delta.normal_()
+            for t in gdes_tables(pair.discriminator.encoder.embeddings).values():
+                t.delta.normal_()
     checkpoint.save_model(pair, tmp_path / "ck")
     back = checkpoint.load_model(tmp_path / "ck")
     assert back.config == cfg
     _same_state(pair, back)
-    if mode != "none":  # sharing is re-established, not two copies
-        g = back.generator.encoder.embeddings
-        assert back.discriminator.encoder.embeddings.position_embeddings is g.position_embeddings
+    g, d = back.generator.encoder.embeddings, back.discriminator.encoder.embeddings
+    if mode == "shared":  # sharing is re-established, not two copies
+        assert d.position_embeddings is g.position_embeddings
+    if mode == "gdes":
+        assert set(gdes_tables(d)) == {"word_embeddings", "position_embeddings", "token_type_embeddings"}
+        assert all(t.source[0] is getattr(g, n) for n, t in gdes_tables(d).items())
     ids = _ids()
     torch.testing.assert_close(back.discriminator(ids), pair.discriminator(ids), atol=0, rtol=0)
     # each half is a transformers directory on its own
@@ -53,6 +57,27 @@ def test_electra_pair_round_trip(mode, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(disc(ids).logits, pair.discriminator.eval()(ids), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(gen(ids).logits, pair.generator.eval()(ids).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_gdes_checkpoint_with_only_the_word_delta_loads(tmp_path):
+    """Checkpoints from before the position and token-type tables were disentangled (their
+    extra.safetensors holds the word delta only; the other tables were the generator's) load with
+    zero deltas for those tables: the same discriminator."""
+    from safetensors.torch import load_file, save_file
+
+    d = tiny_encoder(embedding_size=16, pooler=False)
+    cfg = ModelConfig(family="electra", head="electra", encoder=d, generator=generator_config(d, 0.5),
+                      embedding_sharing="gdes")
+    pair = ElectraPair(cfg)
+    with torch.no_grad():
+        pair.discriminator.encoder.embeddings.word_embeddings.delta.normal_()
+    checkpoint.save_model(pair, tmp_path / "ck")
+    extra = tmp_path / "ck" / "extra.safetensors"
+    save_file({k: v for k, v in load_file(extra).items() if "word" in k}, extra)
+    back = checkpoint.load_model(tmp_path / "ck", verify=False)  # the rewritten file no longer matches its sha256
+    _same_state(pair, back)
+    ids = _ids()
+    torch.testing.assert_close(back.discriminator(ids), pair.discriminator(ids), atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("encoder_kw,family", [

@@ -121,17 +121,18 @@ def test_embedding_sharing_modes():
     assert n_none - n_shared == (99 + 64 + 2) * 16
 
 
-def test_gdes_discriminator_loss_does_not_reach_generator_embeddings():
+@pytest.mark.parametrize("table", ["word_embeddings", "position_embeddings", "token_type_embeddings"])
+def test_gdes_discriminator_loss_does_not_reach_generator_embeddings(table):
     pair = _pair("gdes")
     ids = _ids()
-    pair.discriminator(ids).sum().backward()
-    g_word = pair.generator.encoder.embeddings.word_embeddings.weight
-    delta = pair.discriminator.encoder.embeddings.word_embeddings.delta
-    assert g_word.grad is None or torch.count_nonzero(g_word.grad) == 0
+    pair.discriminator(ids, token_type_ids=(ids % 2)).sum().backward()
+    g_table = getattr(pair.generator.encoder.embeddings, table).weight
+    delta = getattr(pair.discriminator.encoder.embeddings, table).delta
+    assert g_table.grad is None or torch.count_nonzero(g_table.grad) == 0
     assert delta.grad is not None and torch.count_nonzero(delta.grad) > 0
     # ...while the generator's own MLM loss does reach them
     pair.zero_grad()
-    pair.generator(ids).logits.sum().backward()
-    assert torch.count_nonzero(g_word.grad) > 0
+    pair.generator(ids, token_type_ids=(ids % 2)).logits.sum().backward()
+    assert torch.count_nonzero(g_table.grad) > 0
     # and E_D starts equal to E_G (delta is zero-initialised)
-    torch.testing.assert_close(pair.discriminator.encoder.embeddings.word_embeddings.weight, g_word.detach())
+    torch.testing.assert_close(getattr(pair.discriminator.encoder.embeddings, table).weight, g_table.detach())

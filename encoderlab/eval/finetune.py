@@ -44,7 +44,7 @@ from encoderlab.config import Config, ConfigError
 from encoderlab.eval import metrics as M
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
-from encoderlab.models.networks import ElectraPair, GDESEmbedding, SequenceClassifier
+from encoderlab.models.networks import ElectraPair, SequenceClassifier, materialize_gdes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -191,11 +191,8 @@ def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.
     if cfg.family != "electra" and not cfg.encoder.pooler:  # the pooler head needs one: fresh
         cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder, pooler=True))
     clf = SequenceClassifier(cfg)
-    state = src.encoder.state_dict()
-    emb = src.encoder.embeddings.word_embeddings
-    if isinstance(emb, GDESEmbedding):  # ELECTRA pair with gdes sharing: the table is E_G + delta
-        state.pop("embeddings.word_embeddings.delta")
-        state["embeddings.word_embeddings.weight"] = emb.weight.detach()
+    # an ELECTRA pair with gdes sharing: each table is E_G + delta
+    state = materialize_gdes(src.encoder.state_dict(), src.encoder.embeddings, "embeddings.")
     missing, unexpected = clf.encoder.load_state_dict(state, strict=False)
     bad = [k for k in missing if not k.startswith("pooler.")] + list(unexpected)
     if bad:

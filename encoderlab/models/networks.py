@@ -103,6 +103,23 @@ class GDESEmbedding(nn.Module):
         return F.embedding(ids, self.weight)
 
 
+SHARED_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+
+
+def gdes_tables(embeddings: nn.Module) -> dict[str, GDESEmbedding]:
+    """The GDES tables of an embeddings module, by attribute name (none unless gdes sharing)."""
+    return {n: t for n in SHARED_TABLES if isinstance(t := getattr(embeddings, n, None), GDESEmbedding)}
+
+
+def materialize_gdes(state: dict, embeddings: nn.Module, prefix: str) -> dict:
+    """``state`` with each GDES table written as a plain table E_G + delta, as transformers (and a
+    classifier fine-tuned from the discriminator) expect; ``prefix`` locates the embeddings."""
+    for n, t in gdes_tables(embeddings).items():
+        state.pop(f"{prefix}{n}.delta")
+        state[f"{prefix}{n}.weight"] = t.weight.detach()
+    return state
+
+
 class ElectraPair(nn.Module):
     """ELECTRA's generator (a small MLM) and discriminator (RTD), with embedding sharing."""
 
@@ -114,17 +131,18 @@ class ElectraPair(nn.Module):
         self.share_embeddings()
 
     def share_embeddings(self) -> None:
+        """shared: the word, position and token-type tables are the generator's (as in the ELECTRA
+        paper). gdes: each is stopgrad(generator's) + its own delta. Disentangling the position
+        table too matters at small scale: with it shared, the discriminator's 50x-weighted loss
+        steers the positions the generator needs to leave the unigram plateau (docs/benchmarks.md)."""
         mode = self.config.embedding_sharing
         if mode == "none":
             return
         g, d = self.generator.encoder.embeddings, self.discriminator.encoder.embeddings
-        # Position and token-type tables are shared as in the ELECTRA paper for both modes.
-        d.position_embeddings = g.position_embeddings
-        d.token_type_embeddings = g.token_type_embeddings
-        if mode == "shared":
-            d.word_embeddings = g.word_embeddings
-        else:  # gdes
-            d.word_embeddings = GDESEmbedding(g.word_embeddings)
+        for name in SHARED_TABLES:
+            table = getattr(g, name)
+            if table is not None:
+                setattr(d, name, table if mode == "shared" else GDESEmbedding(table))
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:

@@ -25,7 +25,7 @@ from torch import nn
 
 from encoderlab.config import ConfigError
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import MaskedLM
+from encoderlab.models.networks import SHARED_TABLES, MaskedLM
 from encoderlab.objectives.base import (
     ObjectiveConfig,
     ObjectiveOutput,
@@ -52,9 +52,8 @@ class MLMPair(nn.Module):
         self.mlm = MaskedLM(cfg.with_head("mlm", generator=None))
         if cfg.embedding_sharing == "shared":
             g, d = self.generator.encoder.embeddings, self.mlm.encoder.embeddings
-            d.word_embeddings = g.word_embeddings
-            d.position_embeddings = g.position_embeddings
-            d.token_type_embeddings = g.token_type_embeddings
+            for name in SHARED_TABLES:
+                setattr(d, name, getattr(g, name))
             self.mlm.tie()
 
 
