@@ -24,8 +24,9 @@ class ModelConfig(Config):
     family: Family
     head: Head
     encoder: EncoderConfig
-    # ELECTRA pair only: the generator's encoder, and how it shares token/position embeddings
-    # with the discriminator (none | shared | gdes: DeBERTa-v3's gradient-disentangled sharing).
+    # ELECTRA pair only: the generator's encoder, and how it shares its token, position and
+    # token-type tables with the discriminator (none | shared | gdes: DeBERTa-v3's
+    # gradient-disentangled sharing, here applied to all three tables).
     generator: EncoderConfig | None = None
     embedding_sharing: EmbeddingSharing = "shared"
     num_labels: int = 2  # classification heads; 1 means regression
