@@ -1,9 +1,16 @@
-"""Short bert-tiny probes of the unigram plateau: which change gets a tiny model off it soonest?
+"""Short probes of the unigram plateau: which change gets a tiny model off it soonest?
 
     python benchmarks/plateau_probes.py --name seq32 --steps 2400 --seq-len 32 --batch-size 128
     python benchmarks/plateau_probes.py --name preln --steps 3000 --norm pre
+    python benchmarks/plateau_probes.py --model electra-tiny --name e-g1 --generator-multiplier 1 \
+        --steps 1800 --seq-len 32 --batch-size 128
 
-Each probe is the learning benchmark's bert-tiny recipe (pretrain_learning.py: same token store,
+--model electra-tiny probes the ELECTRA pair the same way (the changes reach the generator too;
+--generator-multiplier, --sharing, --two-stage and --disc-weight are ELECTRA's own). For ELECTRA,
+1,800 steps at length 32 proved too short to tell settings apart: an equal-size generator leaves
+the plateau after ~2,500 steps (docs/benchmarks.md); compare at pretrain_learning.py's budget.
+
+Each probe is the learning benchmark's recipe (pretrain_learning.py: same token store,
 lr, bf16, held-out evaluation with every chosen token shown as [MASK]) for --steps steps, the
 learning rate decaying to zero over them, with one thing changed: the initializer range, pre- or
 post-LayerNorm, dropout, training masks (all [MASK] instead of 80/10/10), or the batch shape.
