@@ -64,7 +64,8 @@ def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfi
                         embedding_sharing=args.sharing),
         objective=(ObjectiveConfig(kind="rtd", masking=MaskingConfig(**ELECTRA_MASK),
                                    two_stage_generator_steps=args.two_stage,
-                                   two_stage_init_discriminator=args.two_stage > 0) if electra
+                                   two_stage_init_discriminator=args.two_stage > 0,
+                                   two_stage_freeze_generator=not args.no_freeze) if electra
                    else ObjectiveConfig(kind="mlm")),
         optimizer=OptimizerConfig(lr=args.lr, warmup_steps=args.warmup, weight_decay=0.01),
         data=DataConfig(kind="store", path=str(store), batch_size=args.batch_size, seq_len=args.seq_len,
@@ -148,6 +149,9 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--two-stage", type=int, default=0,
                     help="ELECTRA: the generator alone for this many steps, then frozen while the discriminator, "
                          "initialized from it, trains (the paper's two-stage; needs --generator-multiplier 1)")
+    ap.add_argument("--no-freeze", action="store_true",
+                    help="with --two-stage: keep training the generator after the switch (a warm start of "
+                         "the discriminator, then joint training)")
     ap.add_argument("--eval-batches", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1,

@@ -78,11 +78,14 @@ def test_step_flops_match_flop_counter(name):
     assert abs(analytic - measured) / measured < 0.05, (analytic, measured)
 
 
-@pytest.mark.parametrize("step", [0, 5])
-def test_two_stage_flops_match(step):
-    ocfg = ObjectiveConfig(kind="rtd", two_stage_generator_steps=3, **ENC)
+@pytest.mark.parametrize("step,freeze", [(0, True), (5, True), (5, False)])
+def test_two_stage_flops_match(step, freeze):
+    ocfg = ObjectiveConfig(kind="rtd", two_stage_generator_steps=3, two_stage_freeze_generator=freeze, **ENC)
     analytic, measured = _measure(_electra(), ocfg, step=step)
     assert abs(analytic - measured) / measured < 0.05, (analytic, measured)
+    if not freeze:  # after the switch, a step costs what a joint one does
+        joint, _ = _measure(_electra(), ObjectiveConfig(kind="rtd", **ENC), step=step)
+        assert analytic == joint
 
 
 def test_shared_layers_cost_like_unshared():

@@ -141,6 +141,24 @@ def test_two_stage_switches_what_trains():
     assert all(p.grad is None for p in model.generator.parameters())
 
 
+def test_two_stage_without_freezing_warm_starts_the_discriminator_and_trains_both():
+    model = _electra_pair(multiplier=1.0, embedding_sharing="none")
+    cfg = ObjectiveConfig(kind="rtd", two_stage_generator_steps=2, two_stage_init_discriminator=True,
+                          two_stage_freeze_generator=False, **IDS)
+    obj = build_objective(cfg)
+    assert [cfg.rtd_stage(s) for s in range(4)] == ["generator", "generator", "joint", "joint"]
+    batch = _batch()
+    obj.on_step_start(model, 2)  # the switch: discriminator encoder copied, nothing frozen
+    torch.testing.assert_close(model.discriminator.encoder.attention[0].qkv.weight,
+                               model.generator.encoder.attention[0].qkv.weight)
+    out = obj(model, batch, torch.Generator().manual_seed(0), 2)
+    out.loss.backward()
+    assert "gen_loss" in out.metrics and "disc_loss" in out.metrics
+    assert all(p.requires_grad for p in model.generator.parameters())
+    assert model.generator.encoder.attention[0].qkv.weight.grad is not None
+    assert model.discriminator.encoder.attention[0].qkv.weight.grad is not None
+
+
 def test_ablations_need_their_network_and_reject_gdes():
     with pytest.raises(ConfigError, match="gdes"):
         MLMPair(tiny_model("electra", embedding_sharing="gdes"))

@@ -48,6 +48,9 @@ class ObjectiveConfig(Config):
     # At the switch, copy the generator's weights into the discriminator when their shapes allow
     # (the paper's two-stage setting uses an equal-size generator for this).
     two_stage_init_discriminator: bool = False
+    # False: after the switch both networks keep training jointly; with the copy above this is a
+    # warm start of the discriminator from the MLM (not the paper's two-stage, which freezes).
+    two_stage_freeze_generator: bool = True
 
     def validate(self) -> None:
         if self.temperature <= 0:
@@ -56,6 +59,15 @@ class ObjectiveConfig(Config):
             raise ConfigError("two_stage_generator_steps must be >= 0")
         if self.kind == "mlm" and self.variant != "electra":
             raise ConfigError(f"variant {self.variant!r} is an RTD ablation: set kind: rtd")
+
+    def rtd_stage(self, step: int) -> str:
+        """What trains at ``step``: joint, generator (alone) or discriminator (generator frozen)."""
+        n = self.two_stage_generator_steps
+        if n == 0:
+            return "joint"
+        if step < n:
+            return "generator"
+        return "discriminator" if self.two_stage_freeze_generator else "joint"
 
     def needs_pair(self) -> bool:
         return self.kind == "rtd"

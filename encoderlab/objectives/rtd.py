@@ -82,18 +82,19 @@ class RTDObjective:
 
     # ---- two-stage training -----------------------------------------------------------------
     def stage(self, step: int) -> str:
-        n = self.cfg.two_stage_generator_steps
-        if n == 0:
-            return "joint"
-        return "generator" if step < n else "discriminator"
+        return self.cfg.rtd_stage(step)
 
     def on_step_start(self, model, step: int) -> None:
-        """At the two-stage switch: freeze the generator, optionally copy it into the discriminator."""
+        """At the two-stage switch: freeze the generator (unless two_stage_freeze_generator is
+        off), optionally copy it into the discriminator."""
+        n = self.cfg.two_stage_generator_steps
+        if n == 0 or step < n:
+            return
         if self.stage(step) == "discriminator":
             for p in model.generator.parameters():
                 p.requires_grad_(False)
-            if step == self.cfg.two_stage_generator_steps and self.cfg.two_stage_init_discriminator:
-                _copy_matching(model.generator.encoder, _main(model).encoder)
+        if step == n and self.cfg.two_stage_init_discriminator:
+            _copy_matching(model.generator.encoder, _main(model).encoder)
 
     # ---- the loss ---------------------------------------------------------------------------
     def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,

@@ -79,8 +79,7 @@ def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | N
     g, d = model.generator, model.encoder
     gen = encoder_flops(g, B, T) + mlm_head_flops(g, M)
     gen_trained = gen - _pooler(g, B)
-    n = objective.two_stage_generator_steps
-    stage = "joint" if n == 0 else ("generator" if step < n else "discriminator")
+    stage = objective.rtd_stage(step)
     if stage == "generator":
         return StepFlops(forward=gen, backward=2 * gen_trained)
     if objective.variant == "electra":
