@@ -141,8 +141,9 @@ def test_two_stage_switches_what_trains():
     assert all(p.grad is None for p in model.generator.parameters())
 
 
-def test_two_stage_without_freezing_warm_starts_the_discriminator_and_trains_both():
-    model = _electra_pair(multiplier=1.0, embedding_sharing="none")
+@pytest.mark.parametrize("sharing", ["none", "gdes"])
+def test_two_stage_without_freezing_warm_starts_the_discriminator_and_trains_both(sharing):
+    model = _electra_pair(multiplier=1.0, embedding_sharing=sharing)
     cfg = ObjectiveConfig(kind="rtd", two_stage_generator_steps=2, two_stage_init_discriminator=True,
                           two_stage_freeze_generator=False, **IDS)
     obj = build_objective(cfg)
@@ -151,6 +152,8 @@ def test_two_stage_without_freezing_warm_starts_the_discriminator_and_trains_bot
     obj.on_step_start(model, 2)  # the switch: discriminator encoder copied, nothing frozen
     torch.testing.assert_close(model.discriminator.encoder.attention[0].qkv.weight,
                                model.generator.encoder.attention[0].qkv.weight)
+    d, g = model.discriminator.encoder.embeddings, model.generator.encoder.embeddings
+    torch.testing.assert_close(d.position_embeddings.weight, g.position_embeddings.weight)
     out = obj(model, batch, torch.Generator().manual_seed(0), 2)
     out.loss.backward()
     assert "gen_loss" in out.metrics and "disc_loss" in out.metrics

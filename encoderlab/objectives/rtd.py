@@ -181,6 +181,8 @@ def _main(model) -> nn.Module:
 
 def _copy_matching(src: nn.Module, dst: nn.Module) -> None:
     s, d = src.state_dict(), dst.state_dict()
+    # gdes: the discriminator's tables are stopgrad(generator's) + delta already; delta stays
+    d = {k: v for k, v in d.items() if not k.endswith(".delta")}
     bad = [k for k in d if k not in s or s[k].shape != d[k].shape]
     if bad:
         raise ConfigError(
