@@ -81,16 +81,13 @@ class RTDObjective:
         self.cfg = cfg
 
     # ---- two-stage training -----------------------------------------------------------------
-    def stage(self, step: int) -> str:
-        return self.cfg.rtd_stage(step)
-
     def on_step_start(self, model, step: int) -> None:
         """At the two-stage switch: freeze the generator (unless two_stage_freeze_generator is
         off), optionally copy it into the discriminator."""
         n = self.cfg.two_stage_generator_steps
         if n == 0 or step < n:
             return
-        if self.stage(step) == "discriminator":
+        if self.cfg.rtd_stage(step) == "discriminator":
             for p in model.generator.parameters():
                 p.requires_grad_(False)
         if step == n and self.cfg.two_stage_init_discriminator:
@@ -103,7 +100,7 @@ class RTDObjective:
         ids, am, tt = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
         vocab = model.generator.encoder.config.vocab_size
         m = mask_batch(batch, cfg, vocab, generator)
-        stage = self.stage(step)
+        stage = self.cfg.rtd_stage(step)
         metrics: dict = {}
         loss = torch.zeros((), device=ids.device)
         # g_scores: what the replacements are sampled from, the generator's (M, V) logits or, once
