@@ -8,7 +8,7 @@
 --model electra-tiny probes the ELECTRA pair the same way (the changes reach the generator too;
 --generator-multiplier, --sharing, --two-stage and --disc-weight are ELECTRA's own). For ELECTRA,
 1,800 steps at length 32 proved too short to tell settings apart: an equal-size generator leaves
-the plateau after ~2,500 steps (docs/benchmarks.md); compare at pretrain_learning.py's budget.
+the plateau after 2,500-3,000 steps (docs/benchmarks.md); compare at pretrain_learning.py's budget.
 
 Each probe is the learning benchmark's recipe (pretrain_learning.py: same token store,
 lr, bf16, held-out evaluation with every chosen token shown as [MASK]) for --steps steps, the
