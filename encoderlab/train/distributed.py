@@ -69,6 +69,13 @@ def all_gather_object(obj) -> list:
     return out
 
 
-def shutdown() -> None:
+def shutdown(*, clean: bool = True) -> None:
+    """Tear the process group down. After a clean finish every rank first waits at a barrier: the
+    main rank is still writing the last checkpoint when the others are done, and a rank that tears
+    gloo down (and exits) while a peer is still live in the group was seen to abort, rarely, with
+    "terminate called without an active exception". After a failure there is no barrier: the
+    failed rank's peers may never arrive, and torchrun stops them anyway."""
     if dist.is_available() and dist.is_initialized():
+        if clean:
+            dist.barrier()
         dist.destroy_process_group()

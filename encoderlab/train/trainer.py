@@ -52,11 +52,13 @@ class RunResult:
 
 def pretrain(cfg: PretrainConfig, *, source=None, eval_source=None) -> RunResult:
     """Run (or resume) a pretraining run described by a recipe."""
-    trainer = Trainer(cfg, source=source, eval_source=eval_source)
+    clean = False
     try:
-        return trainer.fit()
+        result = Trainer(cfg, source=source, eval_source=eval_source).fit()
+        clean = True
+        return result
     finally:
-        distributed.shutdown()
+        distributed.shutdown(clean=clean)
 
 
 def _seed_of(seed: int, micro: int) -> int:
