@@ -17,7 +17,7 @@ pytest.importorskip("matplotlib")
 BASE = {
     "name": "tiny", "vocab_size": 600, "seq_len": 32, "batch_size": 8, "budget_flops": 2.0e9,
     "eval_fractions": [0.5, 1.0], "finetune_fractions": [1.0], "seeds": 2, "latency": False,
-    "minimal_pairs": "off", "eval_batches": 2,
+    "minimal_pairs": "off", "eval_batches": 2, "speed_seconds": 0.05,
     "finetune": {"epochs": 1, "max_train_examples": 48, "max_eval_examples": 48, "max_length": 32, "bf16": False},
     "variants": [{"name": "bert", "model": {"preset": "bert-tiny"},
                   "objective": {"kind": "mlm", "sentence_loss": False}}],
@@ -70,6 +70,22 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     _, lines = _run(tmp_path)
     assert any("fine-tune bert" in ln for ln in lines)
     assert not any("pretrain bert" in ln for ln in lines)
+
+
+def test_parallel_pretraining_equals_sequential_and_speed_is_timed_side_by_side(tmp_path):
+    """Two pretrainings at once (one thread each) log exactly what they log one after the other;
+    the speed stage then times every variant's training step and inference in turns."""
+    common = {"variants": [*BASE["variants"], ELECTRA], "tasks": [], "threads": 1, "latency": True}
+    one, _ = _run(tmp_path, out_dir=str(tmp_path / "one"), pretrain_jobs=1, **common)
+    two, lines = _run(tmp_path, out_dir=str(tmp_path / "two"), store=one["data"]["store"], pretrain_jobs=2, **common)
+    assert any("(2 running)" in ln for ln in lines)
+    for name in ("bert", "electra"):
+        a, b = one["variants"][name], two["variants"][name]
+        assert a["curve"]["eval"] == b["curve"]["eval"] and len(a["curve"]["eval"]) >= 2
+        assert [r["loss"] for r in a["curve"]["train"]] == [r["loss"] for r in b["curve"]["train"]]
+        assert b["speed"]["threads"] == 1 and len(b["speed"]["rounds"]) == 3 and b["speed"]["tokens_per_s"] > 0
+        assert set(b["measure"]["latency_ms"]) == {"fp32_b1", "fp32_b32", "bf16_b1", "bf16_b32"}
+    assert "taking turns" in (tmp_path / "two" / "report.md").read_text()
 
 
 def test_compare_uses_seed_noise():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from encoderlab.config import Config, ConfigError
 from encoderlab.eval.finetune import FinetuneConfig
@@ -75,6 +76,13 @@ class StudyConfig(Config):
     minimal_pairs: str | None = None
     latency: bool = True
     eval_batches: int = 16
+    # Pretrainings run at once, each its own process with `threads` torch threads (None: this
+    # machine's cores // pretrain_jobs). On a CPU, two one-thread runs get more done than one run
+    # on two threads; the speed comparison is measured afterwards, side by side (study/speed.py),
+    # with the same thread count.
+    pretrain_jobs: int = 1
+    threads: int | None = None
+    speed_seconds: float = 2.0  # timed per variant and round in the side-by-side speed stage
 
     def validate(self) -> None:
         names = [v.name for v in self.variants]
@@ -95,6 +103,11 @@ class StudyConfig(Config):
             raise ConfigError("budget_flops must be positive")
         if self.seeds < 1:
             raise ConfigError("seeds must be >= 1")
+        if self.pretrain_jobs < 1 or (self.threads is not None and self.threads < 1):
+            raise ConfigError("pretrain_jobs and threads must be >= 1")
+
+    def threads_per_job(self) -> int:
+        return self.threads or max(1, (os.cpu_count() or 1) // self.pretrain_jobs)
 
     def variant(self, name: str) -> VariantSpec | None:
         return next((v for v in self.variants if v.name == name), None)

@@ -1,14 +1,11 @@
 """What a study measures about each variant: checkpoints at fractions of the budget, curves,
-downstream scores, size on disk, parameter counts, inference latency and minimal pairs."""
+downstream scores, size on disk, parameter counts and minimal pairs."""
 
 from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
-
-import torch
 
 from encoderlab.study.config import StudyConfig, TaskRef
 
@@ -68,18 +65,18 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
             "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"]}
 
 
-def _downstream_network(model):
+def downstream_network(model):
     from encoderlab.models.networks import ElectraPair
 
     return model.discriminator if isinstance(model, ElectraPair) else model
 
 
 def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
-    """Size, parameters, inference latency (batch 1 and 32, sequence 128) and minimal pairs."""
+    """Size, parameters and minimal pairs (latency: study/speed.py, all variants side by side)."""
     from encoderlab.checkpoint import load_model
 
     model = load_model(ck).eval()
-    net = _downstream_network(model)
+    net = downstream_network(model)
     ck = Path(ck)
     sub = ck / "discriminator" if (ck / "discriminator").is_dir() else ck
     weights = sub / "model.safetensors"
@@ -88,30 +85,9 @@ def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
         "params_encoder": sum(p.numel() for p in net.encoder.parameters()),
         "checkpoint_mb": weights.stat().st_size / 1e6,
     }
-    if cfg.latency:
-        out["latency_ms"] = inference_latency(net.encoder, cfg)
     if cfg.minimal_pairs != "off":
         out["minimal_pairs"] = minimal_pairs(model, cfg, data, ck)
     return out
-
-
-@torch.inference_mode()
-def inference_latency(encoder, cfg: StudyConfig, seconds: float = 1.0) -> dict:
-    T = min(128, encoder.config.max_position_embeddings)
-    res = {}
-    for dtype in ("fp32", "bf16"):
-        for B in (1, 32):
-            ids = torch.randint(5, encoder.config.vocab_size, (B, T), generator=torch.Generator().manual_seed(0))
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
-                encoder(ids)  # warm-up
-                times, start = [], time.perf_counter()
-                while time.perf_counter() - start < seconds or len(times) < 3:
-                    t = time.perf_counter()
-                    encoder(ids)
-                    times.append(time.perf_counter() - t)
-            times.sort()
-            res[f"{dtype}_b{B}"] = 1000 * times[len(times) // 2]
-    return res
 
 
 def derived_minimal_pairs(data: dict, path: Path, n: int = 300, seed: int = 0) -> Path:

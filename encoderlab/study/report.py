@@ -140,7 +140,12 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
              + (f", {env['cuda']}" if env["cuda"] else "") + f"); torch {env['versions'].get('torch')}.",
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
              f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
-             f"{results['data']['store']} ({_fmt(results['data'].get('tokens'))} tokens).", ""]
+             f"{results['data']['store']} ({_fmt(results['data'].get('tokens'))} tokens).",
+             f"Pretraining {cfg.pretrain_jobs} variant(s) at once, {cfg.threads_per_job()} thread(s) each. "
+             + ("Training tokens/s and inference latency were measured after pretraining, all variants in "
+                "one process taking turns (median of 3 rounds), at the same thread count; peak memory is "
+                "each pretraining process's own." if any("speed" in r for r in results["variants"].values())
+                else "Training tokens/s are each pretraining's own log."), ""]
     if results["data"].get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]

@@ -71,12 +71,15 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     stages = Stages(out / "stages.json")
     # Units for the ETA: one per variant pretraining (the bulk), smaller ones for the rest.
     n_ft = sum(1 + v.unshare for v in cfg.variants) * len(cfg.finetune_fractions) * len(cfg.tasks)
-    progress = Progress(len(cfg.variants) * 10 + n_ft * 2 + len(cfg.variants) + 1, log)
+    progress = Progress(len(cfg.variants) * 10 + n_ft * 2 + len(cfg.variants) + 2, log)
 
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
+    recipes = {v.name: recipe_for(cfg, v, data, out / "runs" / v.name) for v in cfg.variants}
+    pretrain_all(cfg, recipes, stages, progress)
     results = {"config": cfg.to_dict(), "data": data, "variants": {}}
     for v in cfg.variants:
-        results["variants"][v.name] = run_variant(cfg, v, data, out, stages, progress)
+        results["variants"][v.name] = run_variant(cfg, v, recipes[v.name], data, stages, progress)
+    side_by_side(cfg, recipes, results["variants"], stages, progress)
     from encoderlab.study.report import write_report
 
     progress.stage("writing the report")
@@ -164,20 +167,58 @@ def recipe_for(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> d
     return recipe
 
 
-def run_variant(cfg: StudyConfig, v: VariantSpec, data: dict, out: Path, stages: Stages, progress: Progress) -> dict:
+def pretrain_all(cfg: StudyConfig, recipes: dict[str, dict], stages: Stages, progress: Progress) -> None:
+    """Pretrain every variant not done yet, up to cfg.pretrain_jobs at once, each in its own
+    process (resuming by itself from its last checkpoint). A failed variant does not stop the
+    others; the study stops after them, naming the failures and their logs."""
+    todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
+    progress.advance(10 * (len(recipes) - len(todo)))
+    env = dict(os.environ, OMP_NUM_THREADS=str(cfg.threads_per_job()))
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    failed = []
+    while todo or running:
+        while todo and len(running) < cfg.pretrain_jobs:
+            name = todo.pop(0)
+            progress.stage(f"pretrain {name}: {cfg.budget_flops:.3g} FLOPs budget"
+                           + (f" ({len(running) + 1} running)" if cfg.pretrain_jobs > 1 else ""))
+            running[name] = (start_pretraining(recipes[name], env), time.perf_counter())
+        time.sleep(0.2)
+        for name, (proc, started) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[name]
+            progress.advance(10)
+            if proc.returncode == 0:
+                stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
+            else:
+                log = Path(recipes[name]["trainer"]["run_dir"]) / "pretrain.log"
+                tail = "\n".join(log.read_text().splitlines()[-15:])
+                failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{tail}")
+                progress.stage(f"pretrain {name} failed (exit {proc.returncode}); see {log}")
+    if failed:
+        raise RuntimeError("pretraining failed: " + "\n".join(failed))
+
+
+def start_pretraining(recipe: dict, env: dict) -> subprocess.Popen:
+    """``encoderlab pretrain`` of one recipe in a child process, its output appended to pretrain.log."""
+    import yaml
+
+    run_dir = Path(recipe["trainer"]["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "study_recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    with open(run_dir / "pretrain.log", "a") as logf:  # the child keeps its own handle
+        return subprocess.Popen([sys.executable, "-m", "encoderlab", "pretrain", str(run_dir / "study_recipe.yaml")],
+                                stdout=logf, stderr=subprocess.STDOUT, env=env)
+
+
+def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: dict, data: dict, stages: Stages,
+                progress: Progress) -> dict:
+    """Checkpoints, curves, fine-tuning and measurements of one pretrained variant."""
     from encoderlab.study import measure
 
-    run_dir = out / "runs" / v.name
-    recipe = recipe_for(cfg, v, data, run_dir)
+    run_dir = Path(recipe["trainer"]["run_dir"])
     fp = fingerprint(recipe)
-    res = {"spec": v.to_dict(), "run_dir": str(run_dir)}
-    pre = stages.get(f"pretrain:{v.name}", fp)
-    if pre is None:
-        progress.stage(f"pretrain {v.name}: {cfg.budget_flops:.3g} FLOPs budget")
-        pre = pretrain_subprocess(recipe, run_dir, v.name)
-        stages.put(f"pretrain:{v.name}", fp, pre)
-    progress.advance(10)
-    res["pretrain"] = pre
+    res = {"spec": v.to_dict(), "run_dir": str(run_dir), "pretrain": stages.get(f"pretrain:{v.name}", fp)}
     res["checkpoints"] = measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions)
     res["curve"] = measure.read_metrics(run_dir / "metrics.jsonl")
 
@@ -199,10 +240,10 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, data: dict, out: Path, stages:
                 res["finetune"][f"{task.name}{suffix}@{frac}"] = r
 
     key = f"measure:{v.name}"
-    mfp = fingerprint(fp, cfg.latency, cfg.minimal_pairs)
+    mfp = fingerprint(fp, cfg.minimal_pairs)
     m = stages.get(key, mfp)
     if m is None:
-        progress.stage(f"measure {v.name}: size, inference latency, minimal pairs")
+        progress.stage(f"measure {v.name}: size, parameters, minimal pairs")
         final = res["checkpoints"][str(max(cfg.eval_fractions))]["path"]
         m = measure.measure_model(final, cfg, data)
         stages.put(key, mfp, m)
@@ -211,18 +252,39 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, data: dict, out: Path, stages:
     return res
 
 
-def pretrain_subprocess(recipe: dict, run_dir: Path, name: str) -> dict:
-    """Run ``encoderlab pretrain`` in a child process (resumes by itself if a checkpoint exists)."""
-    import yaml
+def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, stages: Stages,
+                 progress: Progress) -> None:
+    """Training throughput (and inference latency) of all variants, timed in one process, in turns
+    (study/speed.py), at the thread count each pretraining had; stored in each variant's results."""
+    from encoderlab.checkpoint import load_model
+    from encoderlab.study import measure, speed
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "study_recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-    started = time.perf_counter()
-    with open(run_dir / "pretrain.log", "a") as logf:
-        proc = subprocess.run([sys.executable, "-m", "encoderlab", "pretrain", str(run_dir / "study_recipe.yaml")],
-                              stdout=logf, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = (run_dir / "pretrain.log").read_text().splitlines()[-15:]
-        raise RuntimeError(f"pretraining of variant {name!r} failed (exit {proc.returncode}); "
-                           f"log {run_dir / 'pretrain.log'}:\n" + "\n".join(tail))
-    return {"wall_s": time.perf_counter() - started}
+    threads = cfg.threads_per_job()
+    finals = {n: r["checkpoints"][str(max(cfg.eval_fractions))]["path"] for n, r in variants.items()}
+    key_fp = fingerprint(recipes, finals, threads, cfg.latency, cfg.speed_seconds)
+    got = stages.get("speed", key_fp)
+    if got is None:
+        progress.stage(f"speed: every variant's training step{' and inference' if cfg.latency else ''}, "
+                       f"side by side, {threads} thread(s)")
+        before = torch_threads(threads)
+        try:
+            got = {"threads": threads, "train": speed.training_speed(recipes, seconds=cfg.speed_seconds)}
+            if cfg.latency:
+                encoders = {n: measure.downstream_network(load_model(ck).eval()).encoder for n, ck in finals.items()}
+                got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4)
+        finally:
+            torch_threads(before)
+        stages.put("speed", key_fp, got)
+    progress.advance(1)
+    for name, r in variants.items():
+        r["speed"] = {"threads": got["threads"], **got["train"][name]}
+        if "latency_ms" in got:
+            r["measure"] = {**r["measure"], "latency_ms": got["latency_ms"][name]}
+
+
+def torch_threads(n: int) -> int:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    return before

@@ -1,0 +1,76 @@
+"""Side-by-side speed: every variant's training step and inference latency, timed in one process
+and interleaved round by round, once all variants are pretrained.
+
+Pretraining logs its own tokens/s, but variants pretrain at different times (with pretrain_jobs > 1,
+two or more at once, sharing the cores), so their logged rates share no conditions. Here each
+round times every variant in turn, so a slower moment of the machine hits all of them alike, and
+the median over rounds is reported. Peak memory still comes from each pretraining process (its
+own VmHWM, which other processes do not change).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def _trainer(recipe: dict, run_dir: Path):
+    """The variant's own trainer (model, objective, optimizer, data) at full sequence length,
+    writing nothing: the step timed is exactly the pretraining step."""
+    from encoderlab.train.config import PretrainConfig
+    from encoderlab.train.trainer import Trainer
+
+    cfg = PretrainConfig.from_dict(recipe)
+    cfg = cfg.replace(data=cfg.data.replace(short_seq_steps=0, eval_batches=0),
+                      trainer=cfg.trainer.replace(run_dir=str(run_dir), resume="never", max_flops=None,
+                                                  max_steps=10**9, log_every=0, eval_every=0,
+                                                  checkpoint_every=0, progress=False))
+    trainer = Trainer(cfg)
+    trainer.t0 = time.perf_counter()  # set by fit(), which is bypassed to time single steps
+    return trainer
+
+
+def training_speed(recipes: dict[str, dict], *, rounds: int = 3, seconds: float = 2.0) -> dict[str, dict]:
+    """{variant: {"tokens_per_s": median over rounds, "rounds": [...]}}: pretraining steps of every
+    variant, round-robin; each round runs a variant's steps for about ``seconds`` (at least two)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trainers = {name: _trainer(r, Path(tmp) / name) for name, r in recipes.items()}
+        for tr in trainers.values():  # warm-up: first-call allocations, autocast caches
+            tr.train_step()
+        rates: dict[str, list[float]] = {name: [] for name in trainers}
+        for _ in range(rounds):
+            for name, tr in trainers.items():
+                tokens0, n, start = tr.tokens, 0, time.perf_counter()
+                while n < 2 or time.perf_counter() - start < seconds:
+                    tr.train_step()
+                    n += 1
+                rates[name].append((tr.tokens - tokens0) / (time.perf_counter() - start))
+    return {name: {"tokens_per_s": statistics.median(r), "rounds": r} for name, r in rates.items()}
+
+
+@torch.inference_mode()
+def inference_latency(encoders: dict, *, rounds: int = 3, seconds: float = 0.5) -> dict[str, dict]:
+    """{variant: {"fp32_b1": ms, "fp32_b32": ms, "bf16_b1": ms, "bf16_b32": ms}}: the median forward
+    time of each encoder at sequence 128 (or its maximum), batch 1 and 32, fp32 and bf16 autocast,
+    every variant in turn each round."""
+    times: dict[str, dict[str, list[float]]] = {name: {} for name in encoders}
+    for _ in range(rounds):
+        for name, enc in encoders.items():
+            T = min(128, enc.config.max_position_embeddings)
+            for dtype in ("fp32", "bf16"):
+                for B in (1, 32):
+                    g = torch.Generator().manual_seed(0)
+                    ids = torch.randint(5, enc.config.vocab_size, (B, T), generator=g)
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+                        enc(ids)  # warm-up
+                        calls, start = [], time.perf_counter()
+                        while time.perf_counter() - start < seconds or len(calls) < 3:
+                            t = time.perf_counter()
+                            enc(ids)
+                            calls.append(time.perf_counter() - t)
+                    times[name].setdefault(f"{dtype}_b{B}", []).append(statistics.median(calls))
+    return {name: {k: 1000 * statistics.median(v) for k, v in d.items()} for name, d in times.items()}
