@@ -48,19 +48,23 @@ class Progress:
     """Stage lines a person can follow, with an ETA for the whole study from the planned work."""
 
     def __init__(self, total_units: float, log):
-        self.total, self.done, self.start, self.log = total_units, 0.0, time.perf_counter(), log
+        self.total, self.done, self.worked, self.start, self.log = total_units, 0.0, 0.0, time.perf_counter(), log
 
     def stage(self, text: str) -> None:
         self.log(f"[study {self.eta()}] {text}")
 
-    def advance(self, units: float) -> None:
+    def advance(self, units: float, *, cached: bool = False) -> None:
+        """Count finished work; a stage found finished by an earlier run (cached) took no time in
+        this one, so it does not set the rate the ETA extrapolates."""
         self.done += units
+        if not cached:
+            self.worked += units
 
     def eta(self) -> str:
         elapsed = time.perf_counter() - self.start
-        if self.done <= 0:
+        if self.worked <= 0:
             return f"{elapsed:5.0f}s elapsed"
-        remaining = elapsed * max(self.total - self.done, 0) / self.done
+        remaining = elapsed * max(self.total - self.done, 0) / self.worked
         return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"
 
 
@@ -172,7 +176,7 @@ def pretrain_all(cfg: StudyConfig, recipes: dict[str, dict], stages: Stages, pro
     process (resuming by itself from its last checkpoint). A failed variant does not stop the
     others; the study stops after them, naming the failures and their logs."""
     todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
-    progress.advance(10 * (len(recipes) - len(todo)))
+    progress.advance(10 * (len(recipes) - len(todo)), cached=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(cfg.threads_per_job()))
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     failed = []
@@ -231,23 +235,25 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: dict, data: dict, stag
                 key = f"finetune:{v.name}{suffix}:{frac}:{task.name}"
                 ffp = fingerprint(fp, ck, task.to_dict(), cfg.finetune.to_dict(), cfg.seeds, unshare)
                 r = stages.get(key, ffp)
+                cached = r is not None
                 if r is None:
                     progress.stage(f"fine-tune {v.name}{suffix} at {frac:g} of the budget on {task.name} "
                                    f"({cfg.seeds} seeds)")
                     r = measure.finetune_checkpoint(ck, task, cfg, data, unshare=unshare)
                     stages.put(key, ffp, r)
-                progress.advance(2)
+                progress.advance(2, cached=cached)
                 res["finetune"][f"{task.name}{suffix}@{frac}"] = r
 
     key = f"measure:{v.name}"
     mfp = fingerprint(fp, cfg.minimal_pairs)
     m = stages.get(key, mfp)
+    cached = m is not None
     if m is None:
         progress.stage(f"measure {v.name}: size, parameters, minimal pairs")
         final = res["checkpoints"][str(max(cfg.eval_fractions))]["path"]
         m = measure.measure_model(final, cfg, data)
         stages.put(key, mfp, m)
-    progress.advance(1)
+    progress.advance(1, cached=cached)
     res["measure"] = m
     return res
 
@@ -263,6 +269,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, sta
     finals = {n: r["checkpoints"][str(max(cfg.eval_fractions))]["path"] for n, r in variants.items()}
     key_fp = fingerprint(recipes, finals, threads, cfg.latency, cfg.speed_seconds)
     got = stages.get("speed", key_fp)
+    cached = got is not None
     if got is None:
         progress.stage(f"speed: every variant's training step{' and inference' if cfg.latency else ''}, "
                        f"side by side, {threads} thread(s)")
@@ -275,7 +282,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, sta
         finally:
             torch_threads(before)
         stages.put("speed", key_fp, got)
-    progress.advance(1)
+    progress.advance(1, cached=cached)
     for name, r in variants.items():
         r["speed"] = {"threads": got["threads"], **got["train"][name]}
         if "latency_ms" in got:
