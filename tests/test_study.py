@@ -4,13 +4,21 @@ variant runs only that variant, an interrupted study continues, and the report h
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from encoderlab.config import ConfigError
+from encoderlab.study import runner
 from encoderlab.study.claims import compare, evaluate_claims
 from encoderlab.study.config import StudyConfig
-from encoderlab.study.runner import Stages, run_study
+from encoderlab.study.runner import Progress, Stages, run_study
 
 pytest.importorskip("matplotlib")
 
@@ -86,6 +94,50 @@ def test_parallel_pretraining_equals_sequential_and_speed_is_timed_side_by_side(
         assert b["speed"]["threads"] == 1 and len(b["speed"]["rounds"]) == 3 and b["speed"]["tokens_per_s"] > 0
         assert set(b["measure"]["latency_ms"]) == {"fp32_b1", "fp32_b32", "bf16_b1", "bf16_b32"}
     assert "taking turns" in (tmp_path / "two" / "report.md").read_text()
+
+
+def _fake_children(monkeypatch, tmp_path, scripts: dict[str, str]):
+    """Replace each variant's pretraining process with a small Python script; returns the
+    started processes and the recipes to pass to pretrain_all."""
+    started = {}
+
+    def start(recipe, env):
+        run_dir = Path(recipe["trainer"]["run_dir"])
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / "pretrain.log", "a") as logf:
+            started[run_dir.name] = subprocess.Popen([sys.executable, "-c", scripts[run_dir.name]],
+                                                     stdout=logf, stderr=subprocess.STDOUT)
+        return started[run_dir.name]
+
+    monkeypatch.setattr(runner, "start_pretraining", start)
+    return started, {n: {"trainer": {"run_dir": str(tmp_path / n)}} for n in scripts}
+
+
+def test_failed_pretraining_stops_new_starts_and_keeps_the_finished(tmp_path, monkeypatch):
+    started, recipes = _fake_children(monkeypatch, tmp_path, {
+        "ok": "import time; time.sleep(1)", "bad": "print('boom: bad recipe'); raise SystemExit(3)",
+        "later": "pass"})
+    cfg = StudyConfig.from_dict({**BASE, "pretrain_jobs": 2})
+    stages = Stages(tmp_path / "stages.json")
+    with pytest.raises(RuntimeError, match=r"(?s)'bad' \(exit 3\).*boom: bad recipe.*not started: later"):
+        runner.pretrain_all(cfg, recipes, stages, Progress(30, lambda s: None))
+    assert set(started) == {"ok", "bad"}  # nothing new starts after a failure; the running one finishes
+    assert stages.get("pretrain:ok", runner.fingerprint(recipes["ok"])) is not None
+    assert stages.get("pretrain:bad", runner.fingerprint(recipes["bad"])) is None
+
+
+def test_interrupted_study_stops_its_pretraining_children(tmp_path, monkeypatch):
+    """SIGTERM to the study while two pretrainings run: both children are stopped before it exits."""
+    started, recipes = _fake_children(monkeypatch, tmp_path, {n: "import time; time.sleep(120)" for n in "ab"})
+    cfg = StudyConfig.from_dict({**BASE, "pretrain_jobs": 2})
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    t0 = time.time()
+    with pytest.raises(KeyboardInterrupt):
+        runner.pretrain_all(cfg, recipes, Stages(tmp_path / "stages.json"), Progress(20, lambda s: None))
+    assert set(started) == {"a", "b"} and time.time() - t0 < 60
+    assert all(p.poll() is not None for p in started.values()), "a pretraining child outlived the study"
+    assert signal.getsignal(signal.SIGTERM) is not runner._raise_interrupt  # the handler is put back
 
 
 def test_compare_uses_seed_noise():

@@ -54,11 +54,10 @@ def steady_train(res: dict) -> dict:
     made one (study/speed.py); otherwise the median over the second half of the pretraining's own
     log, which is only comparable between variants that ran alone on an idle machine."""
     recs = res["curve"]["train"]
-    if not recs:
-        return {"tokens_per_s": float("nan"), "peak_memory_mb": float("nan")}
     tail = recs[len(recs) // 2:] or recs
-    tps = res["speed"]["tokens_per_s"] if "speed" in res else statistics.median(r["tokens_per_s"] for r in tail)
-    return {"tokens_per_s": tps, "peak_memory_mb": max(r["peak_memory_mb"] for r in recs)}
+    tps = (res["speed"]["tokens_per_s"] if "speed" in res
+           else statistics.median(r["tokens_per_s"] for r in tail) if tail else float("nan"))
+    return {"tokens_per_s": tps, "peak_memory_mb": max((r["peak_memory_mb"] for r in recs), default=float("nan"))}
 
 
 def _final_eval(res: dict) -> dict:

@@ -76,10 +76,10 @@ class StudyConfig(Config):
     minimal_pairs: str | None = None
     latency: bool = True
     eval_batches: int = 16
-    # Pretrainings run at once, each its own process with `threads` torch threads (None: this
-    # machine's cores // pretrain_jobs). On a CPU, two one-thread runs get more done than one run
-    # on two threads; the speed comparison is measured afterwards, side by side (study/speed.py),
-    # with the same thread count.
+    # Pretrainings run at once, each its own process with `threads` torch threads (None: the
+    # cores this process may use // pretrain_jobs; with one job, torch's default). On a CPU, two
+    # one-thread runs get more done than one run on two threads; the speed comparison is measured
+    # afterwards, side by side (study/speed.py), with the same thread count.
     pretrain_jobs: int = 1
     threads: int | None = None
     speed_seconds: float = 2.0  # timed per variant and round in the side-by-side speed stage
@@ -106,8 +106,13 @@ class StudyConfig(Config):
         if self.pretrain_jobs < 1 or (self.threads is not None and self.threads < 1):
             raise ConfigError("pretrain_jobs and threads must be >= 1")
 
-    def threads_per_job(self) -> int:
-        return self.threads or max(1, (os.cpu_count() or 1) // self.pretrain_jobs)
+    def threads_per_job(self) -> int | None:
+        """Torch threads of each pretraining (and of the speed stage); None: leave torch's default
+        (one job, no `threads` set). Cores are those this process may run on, not the host's."""
+        if self.threads or self.pretrain_jobs == 1:
+            return self.threads
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return max(1, cores // self.pretrain_jobs)
 
     def variant(self, name: str) -> VariantSpec | None:
         return next((v for v in self.variants if v.name == name), None)

@@ -127,6 +127,27 @@ def _fmt(x) -> str:
     return str(x)
 
 
+def _speed_note(cfg: StudyConfig, V: dict) -> str:
+    """How the speed figures were taken, from the figures themselves."""
+    threads = cfg.threads_per_job()
+    text = (f"This run's setting: {cfg.pretrain_jobs} pretraining(s) at once, "
+            + (f"{threads} thread(s) each. " if threads else "torch's default threads. "))
+    timed = [n for n, r in V.items() if "speed" in r]
+    lat = any("latency_ms" in r["measure"] for r in V.values())
+    if timed:
+        sp = V[timed[0]]["speed"]
+        what = "Training tokens/s" + (" and inference latency" if lat else "")
+        text += (f"{what} were measured after pretraining, all variants in one process taking turns (median "
+                 f"of {len(sp['rounds'])} rounds, {sp['threads']} thread(s)); peak memory is each pretraining "
+                 "process's own.")
+        rest = [n for n in V if n not in timed]
+        if rest:
+            text += f" Logged pretraining rates (not comparable with the rest): {', '.join(rest)}."
+    else:
+        text += "Training tokens/s are each pretraining's own log."
+    return text
+
+
 def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
     env = environment()
     claims = evaluate_claims(results["variants"])
@@ -141,11 +162,7 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
              f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
              f"{results['data']['store']} ({_fmt(results['data'].get('tokens'))} tokens).",
-             f"Pretraining {cfg.pretrain_jobs} variant(s) at once, {cfg.threads_per_job()} thread(s) each. "
-             + ("Training tokens/s and inference latency were measured after pretraining, all variants in "
-                "one process taking turns (median of 3 rounds), at the same thread count; peak memory is "
-                "each pretraining process's own." if any("speed" in r for r in results["variants"].values())
-                else "Training tokens/s are each pretraining's own log."), ""]
+             _speed_note(cfg, V), ""]
     if results["data"].get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]

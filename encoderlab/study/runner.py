@@ -3,9 +3,10 @@ token store, evaluate checkpoints at fractions of the budget, measure speed/memo
 the report.
 
 Stages are recorded in ``OUT/stages.json`` with a fingerprint of everything they depend on, so a
-rerun skips finished stages, adding a variant runs only that variant, and an interrupted
-pretraining resumes from its last checkpoint (the trainer's exact resume). Each pretraining runs
-in its own process: a crash cannot take the study down, and its peak memory is its own.
+rerun skips finished stages, adding a variant runs only that variant (and the speed stage, which
+times all variants together), and an interrupted pretraining resumes from its last checkpoint (the
+trainer's exact resume). Each pretraining runs in its own process, up to pretrain_jobs at once: a
+crash cannot take the study down, and its peak memory is its own.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -74,7 +76,7 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     cfg.to_yaml(out / "study.yaml")
     stages = Stages(out / "stages.json")
     # Units for the ETA: one per variant pretraining (the bulk), smaller ones for the rest.
-    n_ft = sum(1 + v.unshare for v in cfg.variants) * len(cfg.finetune_fractions) * len(cfg.tasks)
+    n_ft = (len(cfg.variants) * len(cfg.finetune_fractions) + sum(v.unshare for v in cfg.variants)) * len(cfg.tasks)
     progress = Progress(len(cfg.variants) * 10 + n_ft * 2 + len(cfg.variants) + 2, log)
 
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
@@ -173,34 +175,65 @@ def recipe_for(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> d
 
 def pretrain_all(cfg: StudyConfig, recipes: dict[str, dict], stages: Stages, progress: Progress) -> None:
     """Pretrain every variant not done yet, up to cfg.pretrain_jobs at once, each in its own
-    process (resuming by itself from its last checkpoint). A failed variant does not stop the
-    others; the study stops after them, naming the failures and their logs."""
+    process (resuming by itself from its last checkpoint). After a failure no new variant starts;
+    the running ones finish, and the study stops naming the failures and their logs. If the study
+    itself stops (an error, Ctrl-C, SIGTERM), its children are stopped first (SIGTERM: they save a
+    checkpoint), so that a rerun never finds a second trainer writing the same run directory."""
     todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
     progress.advance(10 * (len(recipes) - len(todo)), cached=True)
-    env = dict(os.environ, OMP_NUM_THREADS=str(cfg.threads_per_job()))
+    threads = cfg.threads_per_job()
+    env = dict(os.environ) if threads is None else dict(os.environ, OMP_NUM_THREADS=str(threads))
     running: dict[str, tuple[subprocess.Popen, float]] = {}
-    failed = []
-    while todo or running:
-        while todo and len(running) < cfg.pretrain_jobs:
-            name = todo.pop(0)
-            progress.stage(f"pretrain {name}: {cfg.budget_flops:.3g} FLOPs budget"
-                           + (f" ({len(running) + 1} running)" if cfg.pretrain_jobs > 1 else ""))
-            running[name] = (start_pretraining(recipes[name], env), time.perf_counter())
-        time.sleep(0.2)
+    failed: list[str] = []
+
+    def reap(name: str, proc: subprocess.Popen, started: float) -> None:
+        del running[name]
+        progress.advance(10)
+        if proc.returncode == 0:
+            stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
+            return
+        log = Path(recipes[name]["trainer"]["run_dir"]) / "pretrain.log"
+        failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{_tail(log)}")
+        progress.stage(f"pretrain {name} failed (exit {proc.returncode}); see {log}")
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        while running or (todo and not failed):
+            while todo and not failed and len(running) < cfg.pretrain_jobs:
+                name = todo.pop(0)
+                progress.stage(f"pretrain {name}: {cfg.budget_flops:.3g} FLOPs budget"
+                               + (f" ({len(running) + 1} running)" if cfg.pretrain_jobs > 1 else ""))
+                running[name] = (start_pretraining(recipes[name], env), time.perf_counter())
+            time.sleep(0.2)
+            for name, (proc, started) in list(running.items()):
+                if proc.poll() is not None:
+                    reap(name, proc, started)
+    except BaseException:
+        for proc, _ in running.values():
+            proc.send_signal(signal.SIGTERM)
         for name, (proc, started) in list(running.items()):
-            if proc.poll() is None:
-                continue
-            del running[name]
-            progress.advance(10)
-            if proc.returncode == 0:
-                stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
-            else:
-                log = Path(recipes[name]["trainer"]["run_dir"]) / "pretrain.log"
-                tail = "\n".join(log.read_text().splitlines()[-15:])
-                failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{tail}")
-                progress.stage(f"pretrain {name} failed (exit {proc.returncode}); see {log}")
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            reap(name, proc, started)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if failed:
-        raise RuntimeError("pretraining failed: " + "\n".join(failed))
+        skipped = f"\nnot started: {', '.join(todo)}" if todo else ""
+        raise RuntimeError("pretraining failed: " + "\n".join(failed) + skipped)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+        return "\n".join(f.read().decode(errors="replace").splitlines()[-lines:])
 
 
 def start_pretraining(recipe: dict, env: dict) -> subprocess.Popen:
@@ -261,37 +294,37 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: dict, data: dict, stag
 def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, stages: Stages,
                  progress: Progress) -> None:
     """Training throughput (and inference latency) of all variants, timed in one process, in turns
-    (study/speed.py), at the thread count each pretraining had; stored in each variant's results."""
+    (study/speed.py), at the thread count each pretraining had; stored in each variant's results.
+    Two-stage ELECTRA variants keep their logged rate: a step at a time cannot stand for both stages."""
+    import torch
+
     from encoderlab.checkpoint import load_model
     from encoderlab.study import measure, speed
 
     threads = cfg.threads_per_job()
+    timed = {n: r for n, r in recipes.items() if not r["objective"].get("two_stage_generator_steps")}
     finals = {n: r["checkpoints"][str(max(cfg.eval_fractions))]["path"] for n, r in variants.items()}
-    key_fp = fingerprint(recipes, finals, threads, cfg.latency, cfg.speed_seconds)
+    key_fp = fingerprint(timed, finals, threads, cfg.latency, cfg.speed_seconds)
     got = stages.get("speed", key_fp)
     cached = got is not None
     if got is None:
         progress.stage(f"speed: every variant's training step{' and inference' if cfg.latency else ''}, "
-                       f"side by side, {threads} thread(s)")
-        before = torch_threads(threads)
+                       f"side by side")
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads or before)
         try:
-            got = {"threads": threads, "train": speed.training_speed(recipes, seconds=cfg.speed_seconds)}
+            got = {"threads": torch.get_num_threads(), "rounds": speed.ROUNDS,
+                   "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
             if cfg.latency:
                 encoders = {n: measure.downstream_network(load_model(ck).eval()).encoder for n, ck in finals.items()}
                 got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4)
         finally:
-            torch_threads(before)
+            torch.set_num_threads(before)
         stages.put("speed", key_fp, got)
     progress.advance(1, cached=cached)
     for name, r in variants.items():
-        r["speed"] = {"threads": got["threads"], **got["train"][name]}
+        if name in got["train"]:
+            r["speed"] = {"threads": got["threads"], **got["train"][name]}
         if "latency_ms" in got:
-            r["measure"] = {**r["measure"], "latency_ms": got["latency_ms"][name]}
-
-
-def torch_threads(n: int) -> int:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    return before
+            r["measure"] = {**r["measure"], "latency_ms": got["latency_ms"][name],
+                            "latency_threads": got["threads"]}

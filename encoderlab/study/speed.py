@@ -10,12 +10,15 @@ own VmHWM, which other processes do not change).
 
 from __future__ import annotations
 
+import gc
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+ROUNDS = 3
 
 
 def _trainer(recipe: dict, run_dir: Path):
@@ -34,7 +37,12 @@ def _trainer(recipe: dict, run_dir: Path):
     return trainer
 
 
-def training_speed(recipes: dict[str, dict], *, rounds: int = 3, seconds: float = 2.0) -> dict[str, dict]:
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def training_speed(recipes: dict[str, dict], *, rounds: int = ROUNDS, seconds: float = 2.0) -> dict[str, dict]:
     """{variant: {"tokens_per_s": median over rounds, "rounds": [...]}}: pretraining steps of every
     variant, round-robin; each round runs a variant's steps for about ``seconds`` (at least two)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -44,19 +52,24 @@ def training_speed(recipes: dict[str, dict], *, rounds: int = 3, seconds: float 
         rates: dict[str, list[float]] = {name: [] for name in trainers}
         for _ in range(rounds):
             for name, tr in trainers.items():
+                _sync(tr.device)
                 tokens0, n, start = tr.tokens, 0, time.perf_counter()
                 while n < 2 or time.perf_counter() - start < seconds:
                     tr.train_step()
                     n += 1
+                _sync(tr.device)
                 rates[name].append((tr.tokens - tokens0) / (time.perf_counter() - start))
+        trainers.clear()  # every variant's model and optimizer state: freed before what comes next
+        tr = None  # noqa: F841 (the loop's last reference)
+        gc.collect()
     return {name: {"tokens_per_s": statistics.median(r), "rounds": r} for name, r in rates.items()}
 
 
 @torch.inference_mode()
-def inference_latency(encoders: dict, *, rounds: int = 3, seconds: float = 0.5) -> dict[str, dict]:
+def inference_latency(encoders: dict, *, rounds: int = ROUNDS, seconds: float = 0.5) -> dict[str, dict]:
     """{variant: {"fp32_b1": ms, "fp32_b32": ms, "bf16_b1": ms, "bf16_b32": ms}}: the median forward
     time of each encoder at sequence 128 (or its maximum), batch 1 and 32, fp32 and bf16 autocast,
-    every variant in turn each round."""
+    every variant in turn each round (CPU: the study's question is the laptop)."""
     times: dict[str, dict[str, list[float]]] = {name: {} for name in encoders}
     for _ in range(rounds):
         for name, enc in encoders.items():

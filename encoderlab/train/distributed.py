@@ -76,6 +76,8 @@ def shutdown(*, clean: bool = True) -> None:
     "terminate called without an active exception". After a failure there is no barrier: the
     failed rank's peers may never arrive, and torchrun stops them anyway."""
     if dist.is_available() and dist.is_initialized():
-        if clean:
-            dist.barrier()
-        dist.destroy_process_group()
+        try:
+            if clean:
+                dist.barrier()
+        finally:
+            dist.destroy_process_group()
