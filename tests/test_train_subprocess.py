@@ -5,6 +5,7 @@ loss trajectory as one process with the same global batch."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from tests.pretrain_helpers import read_metrics, tiny_model, tiny_recipe
 ROOT = Path(__file__).resolve().parents[1]
 IDS = dict(mask_token_id=3, special_token_ids=(0, 1, 2, 3, 4))
 TIMING = {"elapsed_s", "tokens_per_s", "peak_memory_mb"}
+TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def _env():
@@ -83,7 +85,16 @@ def test_two_process_data_parallel_equals_one_process(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "encoderlab", "pretrain", str(recipe)]
     done = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, timeout=180)
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    err = done.stderr.decode(errors="replace")
+    if done.returncode != 0 and TEARDOWN_ABORT in err:
+        # Once in CI (never in 52 runs here) a rank aborted with this C++ message while its peer
+        # was still writing the last checkpoint; the trainer now meets at a barrier before tearing
+        # gloo down. One rerun from scratch tells that rare abort from a real failure, which repeats.
+        shutil.rmtree(tmp_path / "ddp")
+        done = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, timeout=180)
+        err = done.stderr.decode(errors="replace")
+    # the head holds the ranks' own messages, the tail torchrun's summary
+    assert done.returncode == 0, err[:3000] + "\n[...]\n" + err[-2000:]
     one = cfg.replace(trainer=cfg.trainer.replace(run_dir=str(tmp_path / "one"), grad_accum=2))
     pretrain(one)
     a, b = read_metrics(tmp_path / "one"), read_metrics(tmp_path / "ddp")
