@@ -91,7 +91,8 @@ def test_parallel_pretraining_equals_sequential_and_speed_is_timed_side_by_side(
         a, b = one["variants"][name], two["variants"][name]
         assert a["curve"]["eval"] == b["curve"]["eval"] and len(a["curve"]["eval"]) >= 2
         assert [r["loss"] for r in a["curve"]["train"]] == [r["loss"] for r in b["curve"]["train"]]
-        assert b["speed"]["threads"] == 1 and len(b["speed"]["rounds"]) == 3 and b["speed"]["tokens_per_s"] > 0
+        assert b["speed"]["threads"] == 1 and len(b["speed"]["rounds"]) == 5
+        assert b["speed"]["tokens_per_s"] == max(b["speed"]["rounds"]) > 0
         assert set(b["measure"]["latency_ms"]) == {"fp32_b1", "fp32_b32", "bf16_b1", "bf16_b32"}
     assert "taking turns" in (tmp_path / "two" / "report.md").read_text()
 

@@ -82,7 +82,7 @@ class StudyConfig(Config):
     # afterwards, side by side (study/speed.py), with the same thread count.
     pretrain_jobs: int = 1
     threads: int | None = None
-    speed_seconds: float = 2.0  # timed per variant and round in the side-by-side speed stage
+    speed_seconds: float = 1.5  # timed per variant and round (5 rounds) in the side-by-side speed stage
 
     def validate(self) -> None:
         names = [v.name for v in self.variants]

@@ -137,7 +137,7 @@ def _speed_note(cfg: StudyConfig, V: dict) -> str:
     if timed:
         sp = V[timed[0]]["speed"]
         what = "Training tokens/s" + (" and inference latency" if lat else "")
-        text += (f"{what} were measured after pretraining, all variants in one process taking turns (median "
+        text += (f"{what} were measured after pretraining, all variants in one process taking turns (the best "
                  f"of {len(sp['rounds'])} rounds, {sp['threads']} thread(s)); peak memory is each pretraining "
                  "process's own.")
         rest = [n for n in V if n not in timed]
