@@ -80,12 +80,14 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     assert not any("pretrain bert" in ln for ln in lines)
 
 
-def test_parallel_pretraining_equals_sequential_and_speed_is_timed_side_by_side(tmp_path):
-    """Two pretrainings at once (one thread each) log exactly what they log one after the other;
-    the speed stage then times every variant's training step and inference in turns."""
-    common = {"variants": [*BASE["variants"], ELECTRA], "tasks": [], "threads": 1, "latency": True}
+def test_parallel_pretraining_and_finetuning_equal_sequential_and_speed_is_timed_side_by_side(tmp_path):
+    """Two pretrainings at once (one thread each) log exactly what they log one after the other,
+    fine-tunings in two worker processes score what they score in the study's own process, and the
+    speed stage then times every variant's training step and inference in turns."""
+    common = {"variants": [*BASE["variants"], ELECTRA], "threads": 1, "latency": True}
     one, _ = _run(tmp_path, out_dir=str(tmp_path / "one"), pretrain_jobs=1, **common)
-    two, lines = _run(tmp_path, out_dir=str(tmp_path / "two"), store=one["data"]["store"], pretrain_jobs=2, **common)
+    two, lines = _run(tmp_path, out_dir=str(tmp_path / "two"), store=one["data"]["store"], pretrain_jobs=2,
+                      **{**common, "tasks": []})
     assert any("(2 running)" in ln for ln in lines)
     for name in ("bert", "electra"):
         a, b = one["variants"][name], two["variants"][name]
@@ -95,6 +97,16 @@ def test_parallel_pretraining_equals_sequential_and_speed_is_timed_side_by_side(
         assert b["speed"]["tokens_per_s"] == max(b["speed"]["rounds"]) > 0
         assert set(b["measure"]["latency_ms"]) == {"fp32_b1", "fp32_b32", "bf16_b1", "bf16_b32"}
     assert "taking turns" in (tmp_path / "two" / "report.md").read_text()
+
+    # The fine-tunings again, now in two worker processes: the same scores, seed by seed.
+    stages = Stages(tmp_path / "one" / "stages.json")
+    stages.path.write_text(json.dumps({k: r for k, r in stages.data.items() if not k.startswith("finetune:")}))
+    again, lines = _run(tmp_path, out_dir=str(tmp_path / "one"), pretrain_jobs=1, finetune_jobs=2, **common)
+    assert any("fine-tune 2 checkpoint-task pairs, 2 at once" in ln for ln in lines)
+    assert not any("] pretrain" in ln for ln in lines)
+    for name in ("bert", "electra"):
+        a, b = one["variants"][name]["finetune"], again["variants"][name]["finetune"]
+        assert a == b and len(b["demo@1.0"]["per_seed"]) == 2
 
 
 def _fake_children(monkeypatch, tmp_path, scripts: dict[str, str]):

@@ -82,6 +82,9 @@ class StudyConfig(Config):
     # afterwards, side by side (study/speed.py), with the same thread count.
     pretrain_jobs: int = 1
     threads: int | None = None
+    # Fine-tunings (one checkpoint on one task, all its seeds) run at once, each in a worker
+    # process with cores // finetune_jobs threads (None: as many as pretrain_jobs).
+    finetune_jobs: int | None = None
     speed_seconds: float = 1.5  # timed per variant and round (5 rounds) in the side-by-side speed stage
 
     def validate(self) -> None:
@@ -103,16 +106,18 @@ class StudyConfig(Config):
             raise ConfigError("budget_flops must be positive")
         if self.seeds < 1:
             raise ConfigError("seeds must be >= 1")
-        if self.pretrain_jobs < 1 or (self.threads is not None and self.threads < 1):
-            raise ConfigError("pretrain_jobs and threads must be >= 1")
+        if self.pretrain_jobs < 1 or any(n is not None and n < 1 for n in (self.finetune_jobs, self.threads)):
+            raise ConfigError("pretrain_jobs, finetune_jobs and threads must be >= 1")
 
-    def threads_per_job(self) -> int | None:
-        """Torch threads of each pretraining (and of the speed stage); None: leave torch's default
-        (one job, no `threads` set). Cores are those this process may run on, not the host's."""
-        if self.threads or self.pretrain_jobs == 1:
+    def threads_per_job(self, jobs: int | None = None) -> int | None:
+        """Torch threads of each of `jobs` processes at once (default pretrain_jobs, which the speed
+        stage matches); None: leave torch's default (one job, no `threads` set). Cores are those
+        this process may run on, not the host's."""
+        jobs = jobs or self.pretrain_jobs
+        if self.threads or jobs == 1:
             return self.threads
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return max(1, cores // self.pretrain_jobs)
+        return max(1, cores // jobs)
 
     def variant(self, name: str) -> VariantSpec | None:
         return next((v for v in self.variants if v.name == name), None)

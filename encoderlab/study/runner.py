@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -82,6 +83,7 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = {v.name: recipe_for(cfg, v, data, out / "runs" / v.name) for v in cfg.variants}
     pretrain_all(cfg, recipes, stages, progress)
+    finetune_all(cfg, recipes, data, stages, progress)
     results = {"config": cfg.to_dict(), "data": data, "variants": {}}
     for v in cfg.variants:
         results["variants"][v.name] = run_variant(cfg, v, recipes[v.name], data, stages, progress)
@@ -248,6 +250,78 @@ def start_pretraining(recipe: dict, env: dict) -> subprocess.Popen:
                                 stdout=logf, stderr=subprocess.STDOUT, env=env)
 
 
+def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: dict, checkpoints: dict) -> list[dict]:
+    """One variant's fine-tunings: a checkpoint on a task with all seeds, each a stage of its own."""
+    fp = fingerprint(recipe)
+    units = []
+    for frac in cfg.finetune_fractions:
+        ck = checkpoints[str(frac)]["path"]
+        for task in cfg.tasks:
+            kinds = [("", False)] + ([("+unshared", True)] if v.unshare and frac == max(cfg.finetune_fractions) else [])
+            for suffix, unshare in kinds:
+                units.append({"key": f"finetune:{v.name}{suffix}:{frac}:{task.name}",
+                              "fp": fingerprint(fp, ck, task.to_dict(), cfg.finetune.to_dict(), cfg.seeds, unshare),
+                              "result": f"{task.name}{suffix}@{frac}", "ck": ck, "task": task, "unshare": unshare,
+                              "label": f"{v.name}{suffix} at {frac:g} of the budget on {task.name}"})
+    return units
+
+
+def finetune_all(cfg: StudyConfig, recipes: dict[str, dict], data: dict, stages: Stages,
+                 progress: Progress) -> None:
+    """Every fine-tuning not done yet: in this process with one job, else up to finetune_jobs
+    worker processes at once (spawned: a forked copy of a process that already ran torch's thread
+    pool can hang), each stored as it finishes so an interrupted study keeps what it got."""
+    from encoderlab.study import measure
+
+    todo = []
+    for v in cfg.variants:
+        cks = measure.checkpoints_at(Path(recipes[v.name]["trainer"]["run_dir"]), cfg.budget_flops, cfg.eval_fractions)
+        for u in finetune_units(cfg, v, recipes[v.name], cks):
+            if stages.get(u["key"], u["fp"]) is None:
+                todo.append(u)
+            else:
+                progress.advance(2, cached=True)
+    jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
+    if jobs <= 1:
+        import torch
+
+        before = torch.get_num_threads()
+        _set_threads(cfg.threads_per_job(1))
+        try:
+            for u in todo:
+                progress.stage(f"fine-tune {u['label']} ({cfg.seeds} seeds)")
+                stages.put(u["key"], u["fp"], _finetune_unit((u, cfg, data))[1])
+                progress.advance(2)
+        finally:
+            torch.set_num_threads(before)
+        return
+    progress.stage(f"fine-tune {len(todo)} checkpoint-task pairs, {jobs} at once ({cfg.seeds} seeds each): "
+                   + ", ".join(u["label"] for u in todo[:jobs]) + (", ..." if len(todo) > jobs else ""))
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:  # leaving the with block terminates the workers, also on an error or a signal
+        with multiprocessing.get_context("spawn").Pool(jobs, _set_threads, (cfg.threads_per_job(jobs),)) as pool:
+            for u, r in pool.imap_unordered(_finetune_unit, [(u, cfg, data) for u in todo]):
+                stages.put(u["key"], u["fp"], r)
+                progress.advance(2)
+                progress.stage(f"fine-tuned {u['label']}: {r['summary']}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _finetune_unit(args: tuple) -> tuple[dict, dict]:
+    from encoderlab.study import measure
+
+    u, cfg, data = args
+    return u, measure.finetune_checkpoint(u["ck"], u["task"], cfg, data, unshare=u["unshare"])
+
+
 def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: dict, data: dict, stages: Stages,
                 progress: Progress) -> dict:
     """Checkpoints, curves, fine-tuning and measurements of one pretrained variant."""
@@ -260,22 +334,8 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: dict, data: dict, stag
     res["curve"] = measure.read_metrics(run_dir / "metrics.jsonl")
 
     res["finetune"] = {}
-    for frac in cfg.finetune_fractions:
-        ck = res["checkpoints"][str(frac)]["path"]
-        for task in cfg.tasks:
-            kinds = [("", False)] + ([("+unshared", True)] if v.unshare and frac == max(cfg.finetune_fractions) else [])
-            for suffix, unshare in kinds:
-                key = f"finetune:{v.name}{suffix}:{frac}:{task.name}"
-                ffp = fingerprint(fp, ck, task.to_dict(), cfg.finetune.to_dict(), cfg.seeds, unshare)
-                r = stages.get(key, ffp)
-                cached = r is not None
-                if r is None:
-                    progress.stage(f"fine-tune {v.name}{suffix} at {frac:g} of the budget on {task.name} "
-                                   f"({cfg.seeds} seeds)")
-                    r = measure.finetune_checkpoint(ck, task, cfg, data, unshare=unshare)
-                    stages.put(key, ffp, r)
-                progress.advance(2, cached=cached)
-                res["finetune"][f"{task.name}{suffix}@{frac}"] = r
+    for u in finetune_units(cfg, v, recipe, res["checkpoints"]):
+        res["finetune"][u["result"]] = stages.get(u["key"], u["fp"])  # finetune_all ran them
 
     key = f"measure:{v.name}"
     mfp = fingerprint(fp, cfg.minimal_pairs)
