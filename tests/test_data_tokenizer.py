@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from test_data_helpers import chinese_lines, tiny_tokenizer, write_corpus
@@ -82,3 +83,20 @@ def test_unigram_option(tmp_path):
     transformers = pytest.importorskip("transformers")
     hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "ug"))
     assert hf("Kalo mitas")["input_ids"] == [2, *ids, 3]
+
+
+def test_wordpiece_ids_are_the_same_in_every_process(data_wordpiece, tmp_path):
+    """The trainer's own numbering follows a per-process hash order; ours must not, or a rerun of a
+    study on the same corpus would give each token a different embedding row."""
+    import subprocess
+    import sys
+
+    corpus = data_wordpiece[1] / "corpus"
+    code = ("import sys; from test_data_helpers import tiny_tokenizer; from pathlib import Path; "
+            "tiny_tokenizer(Path(sys.argv[1]), Path(sys.argv[2]))")
+    for name in ("a", "b"):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / name), str(corpus)], check=True,
+                       cwd=Path(__file__).parent)
+    vocab = (tmp_path / "a" / "vocab.txt").read_text()
+    assert vocab == (tmp_path / "b" / "vocab.txt").read_text() == (data_wordpiece[1] / "wp" / "vocab.txt").read_text()
+    assert vocab.splitlines()[:5] == list(SPECIAL_TOKENS)

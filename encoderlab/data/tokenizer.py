@@ -65,6 +65,12 @@ def train_tokenizer(
         raise ValueError(f"unknown tokenizer model {model!r}; expected 'wordpiece' or 'unigram'")
     tok.normalizer = normalizer
     tok.train_from_iterator(texts, trainer)
+    if model == "wordpiece":
+        # The trainer numbers its initial alphabet in hash-map order, which changes from process
+        # to process: the same corpus gave the same tokens under different ids, and so a rerun of
+        # a study different embeddings. WordPiece ids carry no meaning, so renumber canonically.
+        rest = sorted(set(tok.get_vocab()) - set(specials))
+        tok.model = models.WordPiece({t: i for i, t in enumerate([*specials, *rest])}, unk_token="[UNK]")
     for i, name in enumerate(SPECIAL_TOKENS):
         assert tok.token_to_id(name) == i, f"{name} got id {tok.token_to_id(name)}, expected {i}"
     tok.post_processor = processors.TemplateProcessing(
