@@ -303,7 +303,8 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, dict], data: dict, stages:
             for u, r in pool.imap_unordered(_finetune_unit, [(u, cfg, data) for u in todo]):
                 stages.put(u["key"], u["fp"], r)
                 progress.advance(2)
-                progress.stage(f"fine-tuned {u['label']}: {r['summary']}")
+                scores = ", ".join(f"{m} {s['median']:.3f} ± {s['std']:.3f}" for m, s in r["summary"].items())
+                progress.stage(f"fine-tuned {u['label']}: {scores} (median ± std of {cfg.seeds} seeds)")
     finally:
         signal.signal(signal.SIGTERM, previous)
 
