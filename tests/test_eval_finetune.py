@@ -20,9 +20,10 @@ from encoderlab.eval.finetune import (
     layer_scales,
     length_batches,
     lr_factor,
+    one_class_scores,
     param_groups,
 )
-from encoderlab.eval.tasks import get_task
+from encoderlab.eval.tasks import get_task, load_task
 from encoderlab.eval.tokenization import Encoded
 from encoderlab.models.networks import build_model
 
@@ -133,6 +134,29 @@ def test_finetune_learns_toy_task_and_reports_seeds(tmp_path):
     assert r["config"]["layer_decay"] == 0.8 and "torch" in r["versions"] and r["labels"] == ["0", "1"]
     assert r["seeds"][0]["steps"] == 8 * 16
     json.dumps(r)  # the results file is plain JSON
+
+
+def test_one_class_scores_are_what_a_constant_prediction_scores(tmp_path):
+    """The floor of a collapsed fine-tuning, scored as train_seed scores: per class, and with several
+    metrics and several eval splits (the task score is the mean of all of them)."""
+    spec_path = write_sentiment_task(tmp_path / "toy", n_train=16, n_dev=40)
+    data = load_task(get_task(spec_path))
+    gold = np.array([e.label for e in data.evals["dev"]])
+    share1 = float((gold == 1).mean())
+    assert one_class_scores(data, FinetuneConfig()) == pytest.approx([1 - share1, share1])
+    capped = one_class_scores(data, FinetuneConfig(max_eval_examples=10))  # scored on 10 examples, as fine-tuning is
+    assert sum(capped) == pytest.approx(1.0) and all(abs(x * 10 - round(x * 10)) < 1e-9 for x in capped)
+
+    two = dataclasses.replace(data, spec=data.spec.replace(metrics=("f1", "acc")),
+                              evals={"dev": data.evals["dev"], "test": data.evals["dev"][:20]})
+    gold20 = gold[:20]
+    f1 = [0.0, 2 * share1 / (1 + share1)]  # always "1": precision = the share of 1s, recall 1
+    f1_20 = [0.0, 2 * (gold20 == 1).mean() / (1 + (gold20 == 1).mean())]
+    want = [np.mean([f1[c], (gold == c).mean(), f1_20[c], (gold20 == c).mean()]) for c in (0, 1)]
+    assert one_class_scores(two, FinetuneConfig()) == pytest.approx(want)
+    reg = dataclasses.replace(data, spec=data.spec.replace(kind="regression", labels=(), metrics=("pearson",),
+                                                                   template=None, verbalizer=()))
+    assert one_class_scores(reg, FinetuneConfig()) == []
 
 
 @pytest.mark.parametrize("family, head", [("albert", "pretraining"), ("electra", "electra")])

@@ -64,6 +64,7 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     assert claims[6]["verdict"] == "not run"
     text = (out / "report.md").read_text()
     assert "### 5. ELECTRA beats BERT" in text and "Resolved config" in text
+    assert 0 < report["baselines"]["demo"]["majority"] < 1 and "| majority class |" in text
     assert json.loads((out / "report.json").read_text())["environment"]["versions"]["torch"]
 
 
@@ -178,6 +179,23 @@ def test_claim_verdicts_follow_the_numbers():
     assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "inconclusive"
     v["electra"] = _variant(0.60)
     assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "does not hold"
+
+
+def test_report_marks_fine_tunings_that_collapsed_to_one_class():
+    from encoderlab.study.report import _task_table
+
+    def ft(*seeds):
+        return {"per_seed": list(seeds), "score": {"median": sorted(seeds)[1], "std": 0.01}}
+
+    base = {"demo": {"one_class": [0.3, 0.7], "majority": 0.7}}
+    v = {"bert": {"finetune": {"demo@1.0": ft(0.7, 0.7, 0.7), "demo@0.5": ft(0.7, 0.81, 0.7)}},
+         "albert": {"finetune": {"demo@1.0": ft(0.3, 0.7, 0.3), "demo+unshared@1.0": ft(0.8, 0.9, 0.85)}}}
+    rows = {ln.split(" | ")[0]: ln for ln in _task_table(v, base) if ln.startswith("| ")}
+    assert rows["| variant"] == "| variant | demo @ 0.5 | demo @ 1.0 |"
+    assert rows["| bert"] == "| bert | 0.700 ± 0.010 | 0.700 ± 0.010 † |"  # one seed above the floor: no mark
+    assert rows["| albert"].endswith("| 0.300 ± 0.010 † |")  # a mix of the two classes' floors
+    assert "†" not in rows["| albert+unshared"]
+    assert rows["| majority class"] == "| majority class | 0.700 | 0.700 |"
 
 
 def test_short_sequence_warm_up_reaches_every_variant(tmp_path):

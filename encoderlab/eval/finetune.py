@@ -243,6 +243,27 @@ def scores_of(spec: TaskSpec, logits: np.ndarray, examples: list[Example]) -> di
     return M.compute(spec.metrics, pred, [e.label for e in examples])
 
 
+def eval_scores(data: TaskData, cfg: FinetuneConfig, logits_of) -> dict[str, float]:
+    """Every metric on every eval split (capped at cfg.max_eval_examples), the split's name as a
+    prefix when there are several; logits_of(examples) gives their (N, C) logits."""
+    scores = {}
+    for split, exs in data.evals.items():
+        exs = _subset(exs, cfg.max_eval_examples)
+        s = scores_of(data.spec, logits_of(exs), exs)
+        scores.update(s if len(data.evals) == 1 else {f"{split}_{k}": v for k, v in s.items()})
+    return scores
+
+
+def one_class_scores(data: TaskData, cfg: FinetuneConfig) -> list[float]:
+    """The task score of always predicting class c, for each class c, scored as a fine-tuned model
+    is: the floor that a fine-tuning which collapsed to one class sits on (the best of them is the
+    majority-class baseline). Empty for regression, where a constant has no correlation."""
+    if data.spec.kind == "regression":
+        return []
+    return [M.task_score(eval_scores(data, cfg, lambda exs, c=c: np.eye(data.num_labels)[[c] * len(exs)]))
+            for c in range(data.num_labels)]
+
+
 def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: FinetuneConfig, seed: int,
                log=print) -> dict:
     """Fine-tune one copy of the pretrained encoder with one seed and score every eval split."""
@@ -289,14 +310,10 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
             step += 1
             seen += len(idx)
     train_time = time.perf_counter() - t0
-    scores, eval_n, t1 = {}, 0, time.perf_counter()
-    for split, exs in data.evals.items():
-        exs = _subset(exs, cfg.max_eval_examples)
-        enc_eval = _encode(tok, exs, max_length)
-        logits = predict(model, enc_eval, tok.pad_id, cfg.eval_batch_size, cfg.bf16, cfg.bucket)
-        s = scores_of(spec, logits, exs)
-        scores.update(s if len(data.evals) == 1 else {f"{split}_{k}": v for k, v in s.items()})
-        eval_n += len(exs)
+    t1 = time.perf_counter()
+    scores = eval_scores(data, cfg, lambda exs: predict(model, _encode(tok, exs, max_length), tok.pad_id,
+                                                        cfg.eval_batch_size, cfg.bf16, cfg.bucket))
+    eval_n = sum(len(_subset(exs, cfg.max_eval_examples)) for exs in data.evals.values())
     eval_time = time.perf_counter() - t1
     result = {
         "seed": seed, "scores": scores, "score": M.task_score(scores), "steps": total, "learning_rate": lr,

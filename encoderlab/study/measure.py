@@ -65,6 +65,27 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
             "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"]}
 
 
+def task_baselines(cfg: StudyConfig, data: dict) -> dict:
+    """Per task, the score of each one-class predictor on its eval split(s), scored as the
+    fine-tunings are: a fine-tuning whose every seed sits on one of them learned nothing from its
+    encoder, and the best of them is the majority-class baseline."""
+    from encoderlab.eval.finetune import one_class_scores
+    from encoderlab.eval.tasks import load_task
+
+    out = {}
+    for task in cfg.tasks:
+        spec, data_dir = task_spec(task, data)
+        one = one_class_scores(load_task(spec, data_dir), cfg.finetune)
+        out[task.name] = {"one_class": one, "majority": max(one) if one else None}
+    return out
+
+
+def one_class(ft: dict, baseline: dict | None) -> bool:
+    """Whether every seed of a fine-tuning scored exactly what a one-class predictor scores."""
+    one = (baseline or {}).get("one_class") or []
+    return bool(one) and all(any(abs(s - b) < 1e-9 for b in one) for s in ft["per_seed"])
+
+
 def downstream_network(model):
     from encoderlab.models.networks import ElectraPair
 

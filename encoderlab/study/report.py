@@ -127,6 +127,33 @@ def _fmt(x) -> str:
     return str(x)
 
 
+def _task_table(V: dict, baselines: dict) -> list[str]:
+    """Every fine-tuning's median ± std by task and budget fraction; a cell whose every seed scored
+    what a one-class predictor scores is marked, since it says nothing about the encoder."""
+    from encoderlab.study.measure import one_class
+
+    cols = sorted({k for r in V.values() for k in r["finetune"] if "+unshared" not in k},
+                  key=lambda k: (k.rsplit("@", 1)[0], float(k.rsplit("@", 1)[1])))
+    if not cols:
+        return []
+    lines = ["Downstream score by task and pretraining budget (median ± std over seeds; † every seed scored what "
+             "a one-class predictor scores):", "",
+             "| variant | " + " | ".join(c.replace("@", " @ ") for c in cols) + " |", "|---|" + "---|" * len(cols)]
+    rows = [(n, "") for n in V] + [(n, "+unshared") for n, r in V.items()
+                                   if any("+unshared" in k for k in r["finetune"])]
+    for name, suffix in rows:
+        cells = []
+        for c in cols:
+            task, frac = c.rsplit("@", 1)
+            ft = V[name]["finetune"].get(f"{task}{suffix}@{frac}")
+            cells.append("" if ft is None else f"{ft['score']['median']:.3f} ± {ft['score']['std']:.3f}"
+                         + (" †" if one_class(ft, baselines.get(task)) else ""))
+        lines.append(f"| {name}{suffix} | " + " | ".join(cells) + " |")
+    lines.append("| majority class | " + " | ".join(_fmt(baselines.get(c.rsplit("@", 1)[0], {}).get("majority"))
+                                                   for c in cols) + " |")
+    return lines + [""]
+
+
 def _speed_note(cfg: StudyConfig, V: dict) -> str:
     """How the speed figures were taken, from the figures themselves."""
     threads = cfg.threads_per_job()
@@ -179,9 +206,10 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
                      f"{st['tokens_per_s']:.0f} | {st['peak_memory_mb']:.0f} | {_fmt(acc)} | "
                      f"{_fmt(ev.get('eval_disc_auc'))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
-    lines += ["", "Inference latency (ms, sequence 128):", "", "| variant | " +
-              " | ".join(sorted(next(iter(V.values()))["measure"].get("latency_ms", {}))) + " |",
-              "|---|" + "---|" * len(next(iter(V.values()))["measure"].get("latency_ms", {}))]
+    lines += [""] + _task_table(V, results.get("baselines", {}))
+    lat_keys = sorted(next(iter(V.values()))["measure"].get("latency_ms", {}))
+    lines += ["Inference latency (ms, sequence 128):", "", "| variant | " + " | ".join(lat_keys) + " |",
+              "|---|" + "---|" * len(lat_keys)]
     for name, r in V.items():
         lat = r["measure"].get("latency_ms", {})
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")

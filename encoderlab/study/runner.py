@@ -84,7 +84,9 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     recipes = {v.name: recipe_for(cfg, v, data, out / "runs" / v.name) for v in cfg.variants}
     pretrain_all(cfg, recipes, stages, progress)
     finetune_all(cfg, recipes, data, stages, progress)
-    results = {"config": cfg.to_dict(), "data": data, "variants": {}}
+    from encoderlab.study import measure
+
+    results = {"config": cfg.to_dict(), "data": data, "variants": {}, "baselines": measure.task_baselines(cfg, data)}
     for v in cfg.variants:
         results["variants"][v.name] = run_variant(cfg, v, recipes[v.name], data, stages, progress)
     side_by_side(cfg, recipes, results["variants"], stages, progress)
