@@ -23,18 +23,15 @@ import platform
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from encoderlab.data.corpus import Corpus, CorpusConfig
 from encoderlab.data.masking import MaskingConfig
 from encoderlab.data.prepare import PrepareConfig, prepare
-from encoderlab.data.store import TokenStore
 from encoderlab.data.tokenizer import train_tokenizer
-from encoderlab.objectives import ObjectiveConfig, mask_batch, with_defaults
+from encoderlab.objectives import ObjectiveConfig
 from encoderlab.train import DataConfig, ModelSpec, OptimizerConfig, PretrainConfig, TrainerConfig, pretrain
-from encoderlab.train.data import make_source
-from encoderlab.train.evaluate import EVAL_SEED, eval_config
+from encoderlab.train.baselines import count_baselines
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwiki_extract"
 ELECTRA_MASK = {"rate": 0.15, "mask_fraction": 0.85, "random_fraction": 0.0, "keep_fraction": 0.15}
@@ -72,57 +69,6 @@ def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfi
                         eval_batches=args.eval_batches, short_seq_len=args.short_seq_len,
                         short_seq_steps=args.short_seq_steps),
         trainer=TrainerConfig(**t))
-
-
-def count_baselines(store_dir: Path, cfg: PretrainConfig) -> dict[str, float]:
-    """Accuracy of two count models at the evaluation's masked positions (same batches, same masks):
-
-    - unigram: always the most frequent non-special training token (what a context-free model
-      can do; the plateau that tiny models sit on first);
-    - bigram: the most frequent training successor of the token on the left, when that neighbour
-      is a visible non-special token, else the unigram guess. It shows how much a model gains
-      from one word of context, so "beats the unigram baseline" has a scale."""
-    store = TokenStore(store_dir, "train")
-    special = sorted(set(store.special_ids.values()))
-    V = store.vocab_size
-    counts = np.zeros(V, dtype=np.int64)
-    codes = []
-    for shard in store.tokens:
-        a = np.asarray(shard, dtype=np.int64)
-        counts += np.bincount(a, minlength=V)
-        codes.append(a[:-1] * V + a[1:])  # (prev, next) pairs
-    counts[special] = 0
-    top = int(counts.argmax())
-    pairs, n = np.unique(np.concatenate(codes), return_counts=True)
-    prev, nxt = pairs // V, pairs % V
-    keep = ~np.isin(nxt, special)
-    prev, nxt, n = prev[keep], nxt[keep], n[keep]
-    order = np.lexsort((-n, prev))  # by prev, most frequent successor first
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = prev[order][1:] != prev[order][:-1]
-    best = torch.full((V,), top, dtype=torch.long)
-    best[torch.from_numpy(prev[order][first])] = torch.from_numpy(nxt[order][first])
-    best[special] = top  # [MASK] or another special on the left: no context, unigram guess
-    ocfg = eval_config(with_defaults(cfg.objective, store.special_ids["mask"], tuple(special)))
-    it = iter(make_source(cfg.data, split="valid", rank=0, world_size=1, seed=cfg.trainer.seed, pairs=None))
-    # The unigram model's cross-entropy (nats) at the same positions: a held-out MLM loss below it
-    # means the network uses context, even while its top-1 guess is still the most frequent token.
-    logp = torch.from_numpy(np.log(np.maximum(counts, 1) / counts.sum()))
-    hits = {"unigram": 0, "bigram": 0}
-    nll = 0.0
-    total = 0
-    g = torch.Generator()
-    for i in range(cfg.data.eval_batches):  # the evaluation's batches and masking seeds
-        g.manual_seed(EVAL_SEED + i)
-        m = mask_batch(next(it), ocfg, V, g)
-        T = m.input_ids.shape[1]
-        flat = m.input_ids.reshape(-1)
-        left = torch.where(m.positions % T > 0, flat[(m.positions - 1).clamp(min=0)], special[0])  # (M,)
-        hits["unigram"] += int((m.targets == top).sum())
-        hits["bigram"] += int((m.targets == best[left]).sum())
-        nll -= float(logp[m.targets].sum())
-        total += m.targets.numel()
-    return {**{k: v / total for k, v in hits.items()}, "unigram_loss": nll / total}
 
 
 def curves(run_dir: Path) -> list[dict]:
@@ -198,7 +144,7 @@ def main() -> None:
         results[name] = {"steps": r.step, "tokens": r.tokens, "flops": r.flops, "wall_s": time.perf_counter() - t0,
                          "final": r.eval, "curve": curves(work / name)}
         print(name, json.dumps(results[name]["final"]), f"{r.step} steps, {results[name]['wall_s']:.0f}s")
-    base = count_baselines(store, recipe("bert-tiny", store, work, args, max_steps=1))
+    base = count_baselines(recipe("bert-tiny", store, work, args, max_steps=1))
     results["unigram_accuracy"], results["bigram_accuracy"] = base["unigram"], base["bigram"]
     results["unigram_loss"] = base["unigram_loss"]
     (work / f"results-{'-'.join(models)}.json").write_text(json.dumps(results, indent=1))

@@ -65,6 +65,7 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     text = (out / "report.md").read_text()
     assert "### 5. ELECTRA beats BERT" in text and "Resolved config" in text
     assert 0 < report["baselines"]["demo"]["majority"] < 1 and "| majority class |" in text
+    assert 0 < report["mlm_baselines"]["unigram"] < 1 and "| left the plateau |" in text
     assert json.loads((out / "report.json").read_text())["environment"]["versions"]["torch"]
 
 
@@ -179,6 +180,24 @@ def test_claim_verdicts_follow_the_numbers():
     assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "inconclusive"
     v["electra"] = _variant(0.60)
     assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "does not hold"
+
+
+def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
+    from encoderlab.study.claims import left_plateau, plateau_accuracy
+
+    base = {"unigram": 0.05, "bigram": 0.15}  # leaving the plateau: at least 0.075
+    v = {"bert": _variant(0.80), "albert": _variant(0.70, params=300, mb=1.2), "electra": _variant(0.85)}
+    v["bert"]["curve"]["eval"] = [{"eval_mlm_accuracy": 0.06}, {"eval_mlm_accuracy": 0.20}]  # the last one counts
+    v["albert"]["curve"]["eval"] = [{"eval_mlm_accuracy": 0.074}]
+    v["electra"]["curve"]["eval"] = [{"eval_gen_accuracy": 0.06, "eval_disc_auc": 0.7}]  # its generator decides
+    c = {x["claim"]: x for x in evaluate_claims(v, base)}
+    assert c[5]["verdict"] == "holds" and c[5]["plateau"] == ["electra"]  # the verdict stays; it is qualified
+    assert c[4]["plateau"] == ["albert"]
+    assert "plateau" not in c[1] and "plateau" not in c[6]  # size needs no learning; claim 6 was not run
+    assert not evaluate_claims(v)[4].get("plateau")  # no baselines, no judgement
+    assert left_plateau(v["bert"], base) is True and left_plateau(v["bert"], None) is None
+    atm = {"spec": {"objective": {"variant": "all_tokens_mlm"}}, "curve": {"eval": [{"eval_mlm_accuracy": 0.8}]}}
+    assert plateau_accuracy(atm) is None and left_plateau(atm, base) is None  # its accuracy counts copies
 
 
 def test_report_marks_fine_tunings_that_collapsed_to_one_class():

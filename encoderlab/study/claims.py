@@ -65,8 +65,46 @@ def _final_eval(res: dict) -> dict:
     return ev[-1] if ev else {}
 
 
-def evaluate_claims(v: dict) -> list[dict]:
-    """v: variant name -> results from the runner. Returns one dict per claim."""
+def plateau_accuracy(res: dict) -> float | None:
+    """The held-out accuracy that says whether a variant learned from context: that of the MLM which is
+    fine-tuned (BERT, ALBERT, Replace-MLM) at its masked positions, else an ELECTRA's generator's (its
+    discriminator can only learn what the generator's replacements make learnable). None for
+    All-Tokens-MLM, whose MLM accuracy counts every token, copies included."""
+    ev, objective = _final_eval(res), res.get("spec", {}).get("objective", {})
+    if objective.get("variant") == "all_tokens_mlm":
+        return None
+    return ev.get("eval_mlm_accuracy", ev.get("eval_gen_accuracy"))
+
+
+def left_plateau(res: dict, baselines: dict | None) -> bool | None:
+    """Whether the held-out accuracy got at least a quarter of the way from the unigram baseline (the
+    plateau tiny models sit on first) to the bigram one; None when either is unknown."""
+    acc = plateau_accuracy(res)
+    if acc is None or not baselines:
+        return None
+    return acc >= baselines["unigram"] + 0.25 * (baselines["bigram"] - baselines["unigram"])
+
+
+# The variants each quality claim compares (claims 1-3 are about size and speed, which need no learning).
+CLAIM_VARIANTS = {4: ("bert", "albert"), 5: ("bert", "electra"),
+                  6: ("electra-gen-1-8", "electra", "electra-gen-1-2", "electra-gen-1"),
+                  7: ("bert", "electra-15pct", "replace-mlm", "all-tokens-mlm", "electra"), 8: ("bert", "electra"),
+                  9: ("electra", "electra-share-none", "electra-gdes"), 10: ("bert-nsp", "bert-sop", "bert")}
+
+
+def evaluate_claims(v: dict, baselines: dict | None = None) -> list[dict]:
+    """v: variant name -> results from the runner; baselines: the held-out count baselines (unigram,
+    bigram). Returns one dict per claim; a quality claim lists, under "plateau", the variants it
+    compares that had not left the unigram plateau: its verdict then compares encoders that learned
+    little from context, whatever it says."""
+    out = _claims(v)
+    for c in out:
+        if c["verdict"] != "not run" and c["claim"] in CLAIM_VARIANTS:
+            c["plateau"] = [n for n in CLAIM_VARIANTS[c["claim"]] if n in v and left_plateau(v[n], baselines) is False]
+    return out
+
+
+def _claims(v: dict) -> list[dict]:
     out = []
 
     def need(*names):

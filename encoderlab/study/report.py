@@ -11,7 +11,7 @@ import json
 import platform
 from pathlib import Path
 
-from encoderlab.study.claims import evaluate_claims, final_score, steady_train
+from encoderlab.study.claims import evaluate_claims, final_score, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import StudyConfig
 
 
@@ -177,7 +177,8 @@ def _speed_note(cfg: StudyConfig, V: dict) -> str:
 
 def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
     env = environment()
-    claims = evaluate_claims(results["variants"])
+    base = results.get("mlm_baselines")
+    claims = evaluate_claims(results["variants"], base)
     report = {"study": cfg.name, "environment": env, **results, "claims": claims}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     files = plots(cfg, results, out)
@@ -193,17 +194,23 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
     if results["data"].get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]
-    lines += ["## Variants", "",
-              "| variant | params (encoder) | checkpoint MB | steps | train tokens/s | peak MB | held-out MLM acc "
-              "| disc AUC | downstream (median ± std) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["## Variants", ""]
+    if base:
+        lines += [f"Held-out MLM accuracy at the evaluation's masked positions ({base['positions']} of them) of two "
+                  f"count models: unigram {base['unigram']:.3f} (always the most frequent token: the plateau tiny "
+                  f"models sit on first), bigram {base['bigram']:.3f} (the left neighbour's most frequent "
+                  "successor). A variant has left the plateau when its accuracy (an ELECTRA's: its generator's) "
+                  "is at least a quarter of the way from the first to the second.", ""]
+    lines += ["| variant | params (encoder) | checkpoint MB | steps | train tokens/s | peak MB | held-out MLM acc "
+              "| left the plateau | disc AUC | downstream (median ± std) |", "|---" * 10 + "|"]
     for name, r in V.items():
         m, st = r["measure"], steady_train(r)
         ev = r["curve"]["eval"][-1] if r["curve"]["eval"] else {}
         fs = final_score(r)
         last = max(r["checkpoints"].values(), key=lambda c: c["flops"])
-        acc = ev.get("eval_mlm_accuracy", ev.get("eval_gen_accuracy"))
+        left = {True: "yes", False: "no", None: "–"}[left_plateau(r, base)]
         lines.append(f"| {name} | {m['params_encoder'] / 1e6:.2f}M | {m['checkpoint_mb']:.1f} | {last['step']} | "
-                     f"{st['tokens_per_s']:.0f} | {st['peak_memory_mb']:.0f} | {_fmt(acc)} | "
+                     f"{st['tokens_per_s']:.0f} | {st['peak_memory_mb']:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
                      f"{_fmt(ev.get('eval_disc_auc'))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
     lines += [""] + _task_table(V, results.get("baselines", {}))
@@ -217,6 +224,10 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
     for c in claims:
         lines.append(f"### {c['claim']}. {c['title']}")
         lines.append(f"**Verdict: {c['verdict']}**" + (f" — {c['note']}" if c["note"] else ""))
+        if c.get("plateau"):
+            lines.append(f"*Not yet evidence about the families: {', '.join(c['plateau'])} had not left the unigram "
+                         "plateau at this budget, so the scores compared come from encoders that learned little from "
+                         "context.*")
         for k, val in c["numbers"].items():
             lines.append(f"- {k}: {_fmt(val)}")
         lines.append("")

@@ -86,7 +86,8 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     finetune_all(cfg, recipes, data, stages, progress)
     from encoderlab.study import measure
 
-    results = {"config": cfg.to_dict(), "data": data, "variants": {}, "baselines": measure.task_baselines(cfg, data)}
+    results = {"config": cfg.to_dict(), "data": data, "variants": {}, "baselines": measure.task_baselines(cfg, data),
+               "mlm_baselines": mlm_baselines(recipes, stages, progress)}
     for v in cfg.variants:
         results["variants"][v.name] = run_variant(cfg, v, recipes[v.name], data, stages, progress)
     side_by_side(cfg, recipes, results["variants"], stages, progress)
@@ -143,6 +144,23 @@ def _capped(it, n):
         if n is not None and i >= n:
             return
         yield x
+
+
+def mlm_baselines(recipes: dict[str, dict], stages: Stages, progress: Progress) -> dict:
+    """Unigram and bigram accuracy at the held-out evaluation's masked positions, which are the same
+    for every variant (train/baselines.py): the scale on which the report says who left the plateau."""
+    from encoderlab.train.baselines import count_baselines
+    from encoderlab.train.config import PretrainConfig
+
+    recipe = {**next(iter(recipes.values())), "objective": {"kind": "mlm"}}
+    data = {k: x for k, x in recipe["data"].items() if k != "short_seq_steps"}  # held-out data is full length
+    fp = fingerprint(data, recipe["trainer"]["seed"])
+    got = stages.get("mlm_baselines", fp)
+    if got is None:
+        progress.stage("held-out baselines: unigram and bigram counts")
+        got = count_baselines(PretrainConfig.from_dict(recipe))
+        stages.put("mlm_baselines", fp, got)
+    return got
 
 
 # ---- one variant ---------------------------------------------------------------------------------
