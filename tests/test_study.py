@@ -66,6 +66,11 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     assert "### 5. ELECTRA beats BERT" in text and "Resolved config" in text
     assert 0 < report["baselines"]["demo"]["majority"] < 1 and "| majority class |" in text
     assert 0 < report["mlm_baselines"]["unigram"] < 1 and "| left the plateau |" in text
+
+    before = sorted(p.name for p in (out / "runs" / "bert" / "checkpoints").iterdir())
+    with pytest.raises(ConfigError, match=r"'bert'.*max_flops: 2000000000.0 -> 4000000000.0"):
+        _run(tmp_path, budget_flops=4.0e9)  # another budget: the old run is not continued on a new schedule
+    assert sorted(p.name for p in (out / "runs" / "bert" / "checkpoints").iterdir()) == before
     assert json.loads((out / "report.json").read_text())["environment"]["versions"]["torch"]
 
 

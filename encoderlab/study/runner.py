@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from encoderlab.config import ConfigError
 from encoderlab.study.config import StudyConfig, VariantSpec
 
 
@@ -202,6 +203,8 @@ def pretrain_all(cfg: StudyConfig, recipes: dict[str, dict], stages: Stages, pro
     itself stops (an error, Ctrl-C, SIGTERM), its children are stopped first (SIGTERM: they save a
     checkpoint), so that a rerun never finds a second trainer writing the same run directory."""
     todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
+    for name in todo:
+        check_run_dir(name, recipes[name])
     progress.advance(10 * (len(recipes) - len(todo)), cached=True)
     threads = cfg.threads_per_job()
     env = dict(os.environ) if threads is None else dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -246,6 +249,34 @@ def pretrain_all(cfg: StudyConfig, recipes: dict[str, dict], stages: Stages, pro
     if failed:
         skipped = f"\nnot started: {', '.join(todo)}" if todo else ""
         raise RuntimeError("pretraining failed: " + "\n".join(failed) + skipped)
+
+
+def check_run_dir(name: str, recipe: dict) -> None:
+    """Refuse to resume a run directory that holds checkpoints of another recipe (a study rerun with
+    another budget, model or schedule): its trainer would continue the old run on the new schedule and
+    mix both in one folder. The folder is left as it is."""
+    import yaml
+
+    from encoderlab.train.state import list_checkpoints
+
+    run_dir = Path(recipe["trainer"]["run_dir"])
+    saved = run_dir / "study_recipe.yaml"
+    if not saved.exists() or not list_checkpoints(run_dir):
+        return
+    old, new = _flat(yaml.safe_load(saved.read_text())), _flat(recipe)
+    changed = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in sorted(old.keys() | new.keys())
+               if old.get(k) != new.get(k)]
+    if changed:
+        raise ConfigError(f"variant {name!r}: {run_dir} holds checkpoints of another recipe ({'; '.join(changed)}); "
+                          "a study does not continue them under a new one. Move that folder away, or give the "
+                          "study another out_dir, to pretrain this recipe")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
 
 
 def _raise_interrupt(signum, frame) -> None:
