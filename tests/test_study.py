@@ -250,3 +250,27 @@ def test_short_sequence_warm_up_reaches_every_variant(tmp_path):
     for b in bad:
         with pytest.raises(ConfigError, match="short_seq"):
             StudyConfig.from_dict({**BASE, **b})
+
+
+def test_latency_is_measured_on_the_deployed_encoder(tmp_path):
+    """A GDES discriminator adds its delta to the generator's tables at every call; the encoder a
+    fine-tuning deploys has them written as plain tables, computes the same and is what is timed."""
+    import dataclasses
+
+    import torch
+
+    from encoderlab.checkpoint import save_model
+    from encoderlab.models.networks import build_model
+    from encoderlab.study.measure import deployed_encoder
+    from tests.eval_helpers import tiny_config, write_vocab
+
+    pair = build_model(dataclasses.replace(tiny_config("electra", "electra"), embedding_sharing="gdes"))
+    with torch.no_grad():
+        pair.discriminator.encoder.embeddings.word_embeddings.delta.normal_()
+    ck = save_model(pair, tmp_path / "gdes", tokenizer_dir=write_vocab(tmp_path / "tok"))
+    enc = deployed_encoder(str(ck))
+    assert not [n for n, _ in enc.named_parameters() if "delta" in n]
+    ids = torch.randint(5, pair.config.encoder.vocab_size, (2, 12))
+    pair.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(enc(ids).hidden, pair.discriminator.encoder(ids).hidden)

@@ -86,6 +86,15 @@ def one_class(ft: dict, baseline: dict | None) -> bool:
     return bool(one) and all(any(abs(s - b) < 1e-9 for b in one) for s in ft["per_seed"])
 
 
+def deployed_encoder(ck: str):
+    """The encoder a fine-tuning of the checkpoint deploys (an ELECTRA's discriminator, GDES tables
+    written as plain ones): what inference latency is measured on."""
+    from encoderlab.checkpoint import load_model
+    from encoderlab.eval.finetune import build_classifier
+
+    return build_classifier(load_model(ck), 2).encoder.eval()
+
+
 def downstream_network(model):
     from encoderlab.models.networks import ElectraPair
 

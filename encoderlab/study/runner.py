@@ -410,7 +410,6 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, sta
     Two-stage ELECTRA variants keep their logged rate: a step at a time cannot stand for both stages."""
     import torch
 
-    from encoderlab.checkpoint import load_model
     from encoderlab.study import measure, speed
 
     threads = cfg.threads_per_job()
@@ -428,7 +427,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, sta
             got = {"threads": torch.get_num_threads(), "rounds": speed.ROUNDS,
                    "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
             if cfg.latency:
-                encoders = {n: measure.downstream_network(load_model(ck).eval()).encoder for n, ck in finals.items()}
+                encoders = {n: measure.deployed_encoder(ck) for n, ck in finals.items()}
                 got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4)
         finally:
             torch.set_num_threads(before)
