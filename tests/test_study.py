@@ -45,6 +45,9 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     out = tmp_path / "study"
     for f in ("report.md", "report.json", "loss_vs_flops.png", "score_vs_flops.png", "speed_memory.png"):
         assert (out / f).exists(), f
+    from matplotlib.image import imread
+
+    one_panel = imread(out / "loss_vs_flops.png").shape[1]  # no ELECTRA yet: no empty discriminator panel
     bert = report["variants"]["bert"]
     assert set(bert["checkpoints"]) == {"0.5", "1.0"}
     assert bert["checkpoints"]["1.0"]["flops"] >= 2.0e9  # the budget was spent
@@ -59,6 +62,7 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     assert any("pretrain electra" in ln for ln in added)
     assert not any("pretrain bert" in ln or "fine-tune bert" in ln for ln in added)
     assert set(report["variants"]) == {"bert", "electra"}
+    assert imread(out / "loss_vs_flops.png").shape[1] > 1.5 * one_panel  # now with the AUC panel
     claims = {c["claim"]: c for c in report["claims"]}
     assert claims[5]["verdict"] in ("holds", "does not hold", "inconclusive")
     assert claims[6]["verdict"] == "not run"
@@ -274,3 +278,15 @@ def test_latency_is_measured_on_the_deployed_encoder(tmp_path):
     pair.eval()
     with torch.no_grad():
         torch.testing.assert_close(enc(ids).hidden, pair.discriminator.encoder(ids).hidden)
+
+
+def test_every_shipped_study_file_loads():
+    """The built-in studies and the study files committed beside a run's report (docs/studies) must
+    stay valid configs: a renamed field would otherwise surface only when a user reruns them."""
+    from encoderlab.study.cli import builtin_names, load_study
+
+    docs = sorted(Path(__file__).resolve().parents[1].glob("docs/studies/*/study.yaml"))
+    assert builtin_names() and docs
+    for name in builtin_names() + [str(p) for p in docs]:
+        cfg = load_study(name)
+        assert cfg.variants and cfg.budget_flops > 0, name

@@ -37,6 +37,17 @@ def _eval_loss(rec: dict) -> float | None:
     return rec.get("eval_mlm_loss", rec.get("eval_gen_loss"))
 
 
+def _flops_axis(a) -> None:
+    """Log FLOPs axis labelled at 1, 2 and 5 per decade: a study spans about one decade, where
+    matplotlib's default labels every minor tick and the labels overlap."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    a.set(xlabel="pretraining FLOPs", xscale="log")
+    a.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    a.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:.0e}".replace("e+", "e")))
+    a.xaxis.set_minor_formatter(NullFormatter())
+
+
 def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
     try:
         import matplotlib
@@ -47,19 +58,30 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
         return []
     files = []
     V = results["variants"]
+    # One colour and marker per variant, the same in every plot: the claims study has 15 variants and
+    # the default cycle repeats after 10.
+    cmap = plt.get_cmap("tab20")
+    style = {n: {"color": cmap(i % 20), "marker": "os^Dv"[i % 5]} for i, n in enumerate(V)}
 
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    # The discriminator panel only when some variant has one: an empty axis reads as a failed run.
+    has_disc = any("eval_disc_auc" in e for r in V.values() for e in r["curve"]["eval"])
+    fig, ax = plt.subplots(1, 1 + has_disc, figsize=(11 if has_disc else 6.5, 4), squeeze=False)
+    ax = ax[0]
     for name, r in V.items():
         ev = [e for e in r["curve"]["eval"] if _eval_loss(e) is not None]
         if ev:
-            ax[0].plot([e["flops"] for e in ev], [_eval_loss(e) for e in ev], marker="o", label=name)
+            # All-Tokens-MLM's loss averages over every token, copies included: not comparable.
+            every = r.get("spec", {}).get("objective", {}).get("variant") == "all_tokens_mlm"
+            ax[0].plot([e["flops"] for e in ev], [_eval_loss(e) for e in ev],
+                       label=name + (" (over every token)" if every else ""), **style[name])
         auc = [e for e in r["curve"]["eval"] if "eval_disc_auc" in e]
         if auc:
-            ax[1].plot([e["flops"] for e in auc], [e["eval_disc_auc"] for e in auc], marker="o", label=name)
-    ax[0].set(xlabel="pretraining FLOPs", ylabel="held-out MLM loss (ELECTRA: generator)", xscale="log",
-              title="Held-out MLM loss")
-    ax[1].set(xlabel="pretraining FLOPs", ylabel="discriminator ROC AUC", xscale="log", title="ELECTRA discriminators")
+            ax[1].plot([e["flops"] for e in auc], [e["eval_disc_auc"] for e in auc], label=name, **style[name])
+    ax[0].set(ylabel="held-out MLM loss (ELECTRA: generator)", title="Held-out MLM loss")
+    if has_disc:
+        ax[1].set(ylabel="discriminator ROC AUC", title="ELECTRA discriminators")
     for a in ax:
+        _flops_axis(a)
         if a.lines:
             a.legend(fontsize=7)
     fig.tight_layout()
@@ -81,10 +103,10 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
             med = [sum(s["median"] for s in pts[x]) / len(pts[x]) for x in xs]
             lo = [sum(s["min"] for s in pts[x]) / len(pts[x]) for x in xs]
             hi = [sum(s["max"] for s in pts[x]) / len(pts[x]) for x in xs]
-            line = ax.plot(xs, med, marker="o", label=name)[0]
+            line = ax.plot(xs, med, label=name, **style[name])[0]
             ax.fill_between(xs, lo, hi, alpha=0.15, color=line.get_color())
-    ax.set(xlabel="pretraining FLOPs", ylabel="downstream score (median; band: min-max over seeds)", xscale="log",
-           title="Downstream score against compute")
+    ax.set(ylabel="downstream score (median; band: min-max over seeds)", title="Downstream score against compute")
+    _flops_axis(ax)
     if ax.lines:
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -96,9 +118,10 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
     fig, ax = plt.subplots(1, 3, figsize=(13, 4))
     tps = [steady_train(V[n])["tokens_per_s"] for n in names]
     mem = [steady_train(V[n])["peak_memory_mb"] for n in names]
-    ax[0].bar(names, tps)
+    colors = [style[n]["color"] for n in names]
+    ax[0].bar(names, tps, color=colors)
     ax[0].set(title="training throughput", ylabel="tokens/s")
-    ax[1].bar(names, mem)
+    ax[1].bar(names, mem, color=colors)
     ax[1].set(title="training peak memory", ylabel="MB (process max RSS)")
     lat = [V[n]["measure"].get("latency_ms", {}) for n in names]
     if lat and lat[0]:
@@ -111,7 +134,8 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
         ax[2].set(title="inference latency (seq 128)", ylabel="ms", yscale="log")
         ax[2].legend(fontsize=7)
     for a in ax:
-        a.tick_params(axis="x", rotation=45, labelsize=7)
+        # Anchor each rotated label's end at its tick, or long names sit under the neighbouring bar.
+        plt.setp(a.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor", fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "speed_memory.png", dpi=110)
     plt.close(fig)
