@@ -25,24 +25,28 @@ def _config(cls, cfg_dict: dict):
 
 
 def mask_batch(ids: torch.Tensor, vocab: int, mask_id: int, g: torch.Generator, rate: float = 0.15):
-    masked = torch.rand(ids.shape, generator=g) < rate  # (B, T)
+    masked = torch.rand(ids.shape, generator=g, device=ids.device) < rate  # (B, T)
     labels = torch.where(masked, ids, torch.full_like(ids, -100))
-    r = torch.rand(ids.shape, generator=g)
+    r = torch.rand(ids.shape, generator=g, device=ids.device)
     inputs = ids.clone()
     inputs[masked & (r < 0.8)] = mask_id
+    # random tokens drawn at every position and kept at the chosen ones: no host sync on a count
     rand_pos = masked & (r >= 0.8) & (r < 0.9)
-    inputs[rand_pos] = torch.randint(5, vocab, (int(rand_pos.sum()),), generator=g)
+    inputs = torch.where(rand_pos, torch.randint(5, vocab, ids.shape, generator=g, device=ids.device), inputs)
     return inputs, labels, masked
 
 
-def hf_step_fn(name: str, *, dtype: str, batch: int, seq: int, seed: int = 0, generator_multiplier=None):
-    """Return (step(ids) -> loss tensor, model parameters count) for preset ``name`` in transformers."""
+def hf_step_fn(name: str, *, dtype: str, batch: int, seq: int, seed: int = 0, generator_multiplier=None,
+               device: str = "cpu"):
+    """Return (step(ids) -> loss tensor, model parameters count) for preset ``name`` in transformers,
+    on ``device`` (ids must be there too)."""
     import transformers
 
     torch.manual_seed(seed)
     cfg = preset(name, generator_multiplier=generator_multiplier)
-    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if dtype == "bf16" else contextlib.nullcontext
-    g = torch.Generator().manual_seed(seed)
+    dev_type = torch.device(device).type
+    ctx = (lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if dtype == "bf16" else contextlib.nullcontext
+    g = torch.Generator(device=device).manual_seed(seed)
     V = cfg.encoder.vocab_size
     if cfg.family == "electra":
         dcfg = hf.hf_config(cfg.with_head("discriminator", generator=None))
@@ -50,6 +54,7 @@ def hf_step_fn(name: str, *, dtype: str, batch: int, seq: int, seed: int = 0, ge
         disc = transformers.ElectraForPreTraining(_config(transformers.ElectraConfig, dcfg))
         gen = transformers.ElectraForMaskedLM(_config(transformers.ElectraConfig, gcfg))
         disc.electra.embeddings = gen.electra.embeddings  # the paper's shared embeddings
+        gen.to(device), disc.to(device)
         params = list({id(p): p for p in [*gen.parameters(), *disc.parameters()]}.values())
         opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
         gen.train(), disc.train()
@@ -74,7 +79,7 @@ def hf_step_fn(name: str, *, dtype: str, batch: int, seq: int, seed: int = 0, ge
         return step, sum(p.numel() for p in params)
     cls = {"bert": (transformers.BertConfig, transformers.BertForMaskedLM),
            "albert": (transformers.AlbertConfig, transformers.AlbertForMaskedLM)}[cfg.family]
-    model = cls[1](_config(cls[0], hf.hf_config(cfg.with_head("mlm"))))
+    model = cls[1](_config(cls[0], hf.hf_config(cfg.with_head("mlm")))).to(device)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
 

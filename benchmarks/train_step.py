@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, matmul_peak, peak_rss_mb, timeit  # noqa: E402
+from common import machine, matmul_peak, peak_rss_mb, synced, timeit  # noqa: E402
 from hf_reference import hf_step_fn  # noqa: E402
 
 from encoderlab.models.presets import preset  # noqa: E402
@@ -40,9 +40,9 @@ from encoderlab.train.trainer import Trainer  # noqa: E402
 POOL = 8  # distinct batches cycled through by both steps
 
 
-def batches(vocab: int, batch: int, seq: int) -> list[torch.Tensor]:
+def batches(vocab: int, batch: int, seq: int, device: str = "cpu") -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(0)
-    return [torch.randint(5, vocab, (batch, seq), generator=g) for _ in range(POOL)]
+    return [torch.randint(5, vocab, (batch, seq), generator=g).to(device) for _ in range(POOL)]
 
 
 class PoolSource:
@@ -64,7 +64,8 @@ class PoolSource:
         self.i = state["i"]
 
 
-def our_trainer(name: str, dtype: str, batch: int, seq: int, run_dir: Path, compile: bool = False) -> Trainer:
+def our_trainer(name: str, dtype: str, batch: int, seq: int, run_dir: Path, compile: bool = False,
+                device: str = "cpu") -> Trainer:
     cfg = preset(name)
     electra = cfg.family == "electra"
     rc = PretrainConfig(
@@ -76,18 +77,19 @@ def our_trainer(name: str, dtype: str, batch: int, seq: int, run_dir: Path, comp
                         synthetic=SyntheticConfig(vocab_size=cfg.encoder.vocab_size)),
         trainer=TrainerConfig(run_dir=str(run_dir), max_steps=10**9, log_every=0, eval_every=0,
                               checkpoint_every=0, bf16=dtype == "bf16", resume="never", progress=False,
-                              compile=compile))
-    trainer = Trainer(rc, source=PoolSource(batches(cfg.encoder.vocab_size, batch, seq)))
+                              compile=compile, device=device))
+    trainer = Trainer(rc, source=PoolSource(batches(cfg.encoder.vocab_size, batch, seq, device)))
     trainer.t0 = time.perf_counter()  # set by fit(), which this benchmark bypasses to time single steps
     return trainer
 
 
-def steps(name: str, dtype: str, batch: int, seq: int, tmp: Path, compile: bool = False):
+def steps(name: str, dtype: str, batch: int, seq: int, tmp: Path, compile: bool = False, device: str = "cpu"):
     """{implementation: step()} and encoderlab's trainer (for its FLOPs count); with ``compile``
-    also encoderlab's step with ``trainer.compile`` (torch.compile of each encoder)."""
-    trainer = our_trainer(name, dtype, batch, seq, tmp / f"{name}-{dtype}")
-    ref_step, _ = hf_step_fn(name, dtype=dtype, batch=batch, seq=seq)
-    pool = batches(preset(name).encoder.vocab_size, batch, seq)
+    also encoderlab's step with ``trainer.compile`` (torch.compile of each encoder). On a GPU each
+    step waits for its kernels, so that it can be timed."""
+    trainer = our_trainer(name, dtype, batch, seq, tmp / f"{name}-{dtype}", device=device)
+    ref_step, _ = hf_step_fn(name, dtype=dtype, batch=batch, seq=seq, device=device)
+    pool = batches(preset(name).encoder.vocab_size, batch, seq, device)
     state = {"i": 0}
 
     def run_ref():
@@ -95,23 +97,32 @@ def steps(name: str, dtype: str, batch: int, seq: int, tmp: Path, compile: bool 
         state["i"] += 1
         ref_step(ids)
 
-    fns = {"encoderlab": trainer.train_step, "transformers": run_ref}
+    fns = {"encoderlab": synced(trainer.train_step, device), "transformers": synced(run_ref, device)}
     if compile:
         t = time.perf_counter()
-        compiled = our_trainer(name, dtype, batch, seq, tmp / f"{name}-{dtype}-compiled", compile=True)
+        compiled = our_trainer(name, dtype, batch, seq, tmp / f"{name}-{dtype}-compiled", compile=True, device=device)
         compiled.train_step()  # compiles here, outside the timing
         print(f"{name} {dtype}: compiled in {time.perf_counter() - t:.0f} s", flush=True)
-        fns["encoderlab_compiled"] = compiled.train_step
+        fns["encoderlab_compiled"] = synced(compiled.train_step, device)
     return fns, trainer
 
 
-def memory_child(name: str, impl: str, dtype: str, batch: int, seq: int) -> None:
-    """In a subprocess: the peak RSS (MB) of building one step and running 3 of it, over the baseline."""
+def memory_child(name: str, impl: str, dtype: str, batch: int, seq: int, device: str = "cpu") -> None:
+    """In a subprocess: the peak memory (MB) of building one implementation's step, alone, and
+    running 3 of it: resident memory over the baseline on a CPU, the CUDA allocator's peak on a GPU."""
     base = peak_rss_mb()
-    fns, _ = steps(name, dtype, batch, seq, Path(tempfile.mkdtemp()))
+    if impl == "encoderlab":
+        fn = our_trainer(name, dtype, batch, seq, Path(tempfile.mkdtemp()), device=device).train_step
+    else:
+        ref_step, _ = hf_step_fn(name, dtype=dtype, batch=batch, seq=seq, device=device)
+        pool = batches(preset(name).encoder.vocab_size, batch, seq, device)
+        fn = lambda: ref_step(pool[0])  # noqa: E731
     for _ in range(3):
-        fns[impl]()
-    print(json.dumps({"peak_mb": peak_rss_mb() - base}))
+        fn()
+    if device.startswith("cuda"):
+        print(json.dumps({"peak_mb": torch.cuda.max_memory_allocated(device) / 2**20}))
+    else:
+        print(json.dumps({"peak_mb": peak_rss_mb() - base}))
 
 
 def profile(name: str, dtype: str, batch: int, seq: int, tmp: Path) -> str:
@@ -137,21 +148,23 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print encoderlab's step by operator")
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--compile", action="store_true", help="also time encoderlab's step under torch.compile")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     ap.add_argument("--memory-child", nargs=3, metavar=("NAME", "IMPL", "DTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.memory_child:
-        return memory_child(*args.memory_child, args.batch, args.seq)
+        return memory_child(*args.memory_child, args.batch, args.seq, args.device)
     tmp = Path(tempfile.mkdtemp())
     dtypes = args.dtypes.split(",")
-    peaks = {d: matmul_peak({"fp32": torch.float32, "bf16": torch.bfloat16}[d]) for d in dtypes}
-    results = {"machine": machine(), "batch": args.batch, "seq": args.seq, "matmul_peak_flops": peaks, "rows": []}
+    peaks = {d: matmul_peak({"fp32": torch.float32, "bf16": torch.bfloat16}[d], device=args.device) for d in dtypes}
+    results = {"machine": machine(args.device), "device": args.device, "batch": args.batch, "seq": args.seq,
+               "matmul_peak_flops": peaks, "rows": []}
     print(json.dumps(results["machine"]), {d: f"{p / 1e9:.0f} GFLOP/s" for d, p in peaks.items()})
     tokens = args.batch * args.seq
     for name in args.models.split(","):
         for dtype in dtypes:
-            fns, trainer = steps(name, dtype, args.batch, args.seq, tmp, compile=args.compile)
+            fns, trainer = steps(name, dtype, args.batch, args.seq, tmp, compile=args.compile, device=args.device)
             times = {k: [] for k in fns}
             for _ in range(args.rounds):  # alternate so drifts in machine load hit both alike
                 for k, fn in fns.items():
@@ -172,7 +185,7 @@ def main() -> None:
             if not args.no_memory:
                 for impl in ("encoderlab", "transformers"):
                     cmd = [sys.executable, __file__, "--memory-child", name, impl, dtype,
-                           "--batch", str(args.batch), "--seq", str(args.seq)]
+                           "--batch", str(args.batch), "--seq", str(args.seq), "--device", args.device]
                     if args.threads:
                         cmd += ["--threads", str(args.threads)]
                     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

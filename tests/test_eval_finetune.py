@@ -159,6 +159,33 @@ def test_one_class_scores_are_what_a_constant_prediction_scores(tmp_path):
     assert one_class_scores(reg, FinetuneConfig()) == []
 
 
+def test_finetune_device_is_checked(tmp_path):
+    from encoderlab.config import ConfigError
+
+    with pytest.raises(ConfigError, match="device must be auto, cpu, cuda or cuda:N, got 'gpu'"):
+        FinetuneConfig(device="gpu")
+    if not torch.cuda.is_available():
+        ckpt = tiny_checkpoint(tmp_path, "bert", "mlm")
+        spec = write_sentiment_task(tmp_path / "toy", n_train=16, n_dev=8)
+        with pytest.raises(RuntimeError, match="device='cuda' but this torch sees no CUDA device"):
+            finetune(ckpt, str(spec), FinetuneConfig(device="cuda", epochs=1), seeds=1, log=lambda *a: None)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
+def test_finetune_on_cuda_matches_cpu(tmp_path):
+    """The same fine-tuning in fp32 on the GPU and on the CPU: the same losses and predictions up to
+    kernel rounding (TF32 is off by default for matrix products in PyTorch; no dropout, whose random
+    streams differ between the devices)."""
+    ckpt = tiny_checkpoint(tmp_path, "bert", "mlm")
+    spec = write_sentiment_task(tmp_path / "toy", n_train=128, n_dev=64)
+    runs = {}
+    for d in ("cpu", "cuda"):
+        cfg = FinetuneConfig(learning_rate=1e-3, epochs=2, batch_size=16, bf16=False, classifier_dropout=0.0, device=d)
+        runs[d] = finetune(ckpt, str(spec), cfg, seeds=1, log=lambda *a: None)["seeds"][0]
+    assert runs["cuda"]["final_loss"] == pytest.approx(runs["cpu"]["final_loss"], rel=1e-3, abs=1e-4)
+    assert abs(runs["cuda"]["scores"]["acc"] - runs["cpu"]["scores"]["acc"]) <= 1 / 64
+
+
 @pytest.mark.parametrize("family, head", [("albert", "pretraining"), ("electra", "electra")])
 def test_finetune_other_families(tmp_path, family, head):
     ckpt = tiny_checkpoint(tmp_path, family, head)

@@ -87,7 +87,7 @@ def mask_tokens(
         u = _rand(input_ids.shape, generator, device)  # (B, T): one draw per unit, read at its start
         chosen = _spread(u < cfg.rate, starts, maskable)
     else:
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
         chosen = _spans(starts.cpu().numpy(), maskable.cpu().numpy(), cfg, np.random.default_rng(seed))
         chosen = torch.from_numpy(chosen).to(device)
 

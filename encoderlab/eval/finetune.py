@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import platform
+import re
 import statistics
 import sys
 import time
@@ -64,8 +65,11 @@ class FinetuneConfig(Config):
     max_eval_examples: int | None = None
     eval_batch_size: int = 128
     classifier_dropout: float = 0.1
+    device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
 
     def validate(self) -> None:
+        if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if not 0 < self.layer_decay <= 1:
             raise ConfigError(f"layer_decay must be in (0, 1], got {self.layer_decay}")
         if not 0 <= self.warmup < 1:
@@ -169,8 +173,16 @@ def collate(encoded: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
-def autocast(enabled: bool):
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+def autocast(enabled: bool, device: torch.device | None = None):
+    return torch.autocast(device.type if device is not None else "cpu", dtype=torch.bfloat16, enabled=enabled)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={name!r} but this torch sees no CUDA device (torch {torch.__version__})")
+    return torch.device(name)
 
 
 # ---- models --------------------------------------------------------------------------------------
@@ -224,17 +236,18 @@ def _subset(xs: list, n: int | None, seed: int = 0) -> list:
 @torch.no_grad()
 def predict(model: nn.Module, encoded: list[Encoded], pad_id: int, batch_size: int, bf16: bool,
             bucket: bool = True) -> np.ndarray:
-    """Logits (N, C) in the input order."""
+    """Logits (N, C) in the input order, computed on the model's device."""
     model.eval()
+    device = next(model.parameters()).device
     out: list[tuple[np.ndarray, torch.Tensor]] = []
     for idx in length_batches([len(e.ids) for e in encoded], batch_size, None, bucket):
-        batch = collate([encoded[i] for i in idx], pad_id)
-        with autocast(bf16):
+        batch = {k: v.to(device) for k, v in collate([encoded[i] for i in idx], pad_id).items()}
+        with autocast(bf16, device):
             logits = model(**batch)  # (B, C)
         out.append((idx, logits.float()))
     result = np.zeros((len(encoded), out[0][1].shape[1]), dtype=np.float32)
     for idx, logits in out:
-        result[idx] = logits.numpy()
+        result[idx] = logits.cpu().numpy()
     return result
 
 
@@ -269,11 +282,13 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
     """Fine-tune one copy of the pretrained encoder with one seed and score every eval split."""
     spec = data.spec
     torch.manual_seed(seed)
-    model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout)
+    device = resolve_device(cfg.device)
+    model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout).to(device)
     train = _subset(data.train, cfg.max_train_examples)
     max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)
     enc = _encode(tok, train, max_length)
     labels = torch.tensor([e.label for e in train], dtype=torch.float32 if spec.kind == "regression" else torch.long)
+    labels = labels.to(device)
     H = model.encoder.config.hidden_size
     lr = cfg.learning_rate or default_learning_rate(H)
     epochs = cfg.epochs if cfg.epochs is not None else spec.epochs
@@ -293,10 +308,10 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
             f = lr_factor(step, total, warm)
             for g in opt.param_groups:
                 g["lr"] = g["base_lr"] * f
-            batch = collate([enc[i] for i in idx], tok.pad_id)
-            with autocast(cfg.bf16):
+            batch = {k: v.to(device, non_blocking=True) for k, v in collate([enc[i] for i in idx], tok.pad_id).items()}
+            with autocast(cfg.bf16, device):
                 logits = model(**batch)  # (B, C)
-            y = labels[idx]
+            y = labels[torch.as_tensor(idx, device=device)]
             if spec.kind == "regression":
                 loss = F.mse_loss(logits.float()[:, 0], y)
             else:
@@ -306,9 +321,10 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
             if cfg.grad_clip:
                 nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
-            losses.append(loss.item())
+            losses.append(loss.detach())  # no host sync per step (it would stall a GPU)
             step += 1
             seen += len(idx)
+    losses = torch.stack(losses).float().cpu().tolist()
     train_time = time.perf_counter() - t0
     t1 = time.perf_counter()
     scores = eval_scores(data, cfg, lambda exs: predict(model, _encode(tok, exs, max_length), tok.pad_id,

@@ -301,6 +301,12 @@ def start_pretraining(recipe: dict, env: dict) -> subprocess.Popen:
                                 stdout=logf, stderr=subprocess.STDOUT, env=env)
 
 
+def _finetune_fp(cfg: StudyConfig) -> dict:
+    """The fine-tuning settings a result depends on: not the device, so a study started on a CPU can
+    be finished on a GPU machine (or the other way) without redoing its fine-tunings."""
+    return {k: v for k, v in cfg.finetune.to_dict().items() if k != "device"}
+
+
 def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: dict, checkpoints: dict) -> list[dict]:
     """One variant's fine-tunings: a checkpoint on a task with all seeds, each a stage of its own."""
     fp = fingerprint(recipe)
@@ -311,7 +317,7 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: dict, checkpoints: 
             kinds = [("", False)] + ([("+unshared", True)] if v.unshare and frac == max(cfg.finetune_fractions) else [])
             for suffix, unshare in kinds:
                 units.append({"key": f"finetune:{v.name}{suffix}:{frac}:{task.name}",
-                              "fp": fingerprint(fp, ck, task.to_dict(), cfg.finetune.to_dict(), cfg.seeds, unshare),
+                              "fp": fingerprint(fp, ck, task.to_dict(), _finetune_fp(cfg), cfg.seeds, unshare),
                               "result": f"{task.name}{suffix}@{frac}", "ck": ck, "task": task, "unshare": unshare,
                               "label": f"{v.name}{suffix} at {frac:g} of the budget on {task.name}"})
     return units
