@@ -23,6 +23,21 @@ def tiny_model(family: str, **kw) -> ModelConfig:
                        generator=generator_config(enc, kw.pop("multiplier", 0.5)), **kw)
 
 
+def objective_cases(two_stage_steps: int) -> dict[str, tuple]:
+    """name -> (model factory, objective fields, sentence pairs?): every family and ablation once."""
+    return {
+        "bert-nsp": (lambda: tiny_model("bert"), dict(kind="mlm"), True),
+        "albert-sop": (lambda: tiny_model("albert"), dict(kind="mlm", sentence_loss=True), True),
+        "electra": (lambda: tiny_model("electra"), dict(kind="rtd"), False),
+        "electra-gdes": (lambda: tiny_model("electra", embedding_sharing="gdes"), dict(kind="rtd"), False),
+        "electra-15pct": (lambda: tiny_model("electra"), dict(kind="rtd", disc_positions="masked"), False),
+        "replace-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="replace_mlm"), False),
+        "all-tokens-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="all_tokens_mlm"), False),
+        "two-stage": (lambda: tiny_model("electra", multiplier=1.0), dict(
+            kind="rtd", two_stage_generator_steps=two_stage_steps, two_stage_init_discriminator=True), False),
+    }
+
+
 def tiny_recipe(run_dir, model: ModelConfig, objective: dict, *, steps=100, lr=3e-3, pairs=False,
                 repeat_one=False, **trainer) -> PretrainConfig:
     t = dict(run_dir=str(run_dir), max_steps=steps, log_every=10, checkpoint_every=0, bf16=False, progress=False)

@@ -17,7 +17,7 @@ import torch
 
 from encoderlab.checkpoint import load_model
 from encoderlab.train import pretrain
-from tests.pretrain_helpers import read_metrics, tiny_model, tiny_recipe
+from tests.pretrain_helpers import objective_cases, read_metrics, tiny_model, tiny_recipe
 
 # ENCODERLAB_TEST_DEVICE=cpu runs the same checks on the CPU: a dry run of this file before GPU time is spent.
 DEVICE = os.environ.get("ENCODERLAB_TEST_DEVICE", "cuda")
@@ -25,17 +25,7 @@ pytestmark = pytest.mark.skipif(DEVICE.startswith("cuda") and not torch.cuda.is_
                                 reason="needs a CUDA device (run on a GPU machine)")
 
 IDS = dict(mask_token_id=3, special_token_ids=(0, 1, 2, 3, 4))
-OBJECTIVES = {
-    "bert-nsp": (lambda: tiny_model("bert"), dict(kind="mlm"), True),
-    "albert-sop": (lambda: tiny_model("albert"), dict(kind="mlm", sentence_loss=True), True),
-    "electra": (lambda: tiny_model("electra"), dict(kind="rtd"), False),
-    "electra-gdes": (lambda: tiny_model("electra", embedding_sharing="gdes"), dict(kind="rtd"), False),
-    "electra-15pct": (lambda: tiny_model("electra"), dict(kind="rtd", disc_positions="masked"), False),
-    "replace-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="replace_mlm"), False),
-    "all-tokens-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="all_tokens_mlm"), False),
-    "two-stage": (lambda: tiny_model("electra", multiplier=1.0), dict(
-        kind="rtd", two_stage_generator_steps=20, two_stage_init_discriminator=True), False),
-}
+OBJECTIVES = objective_cases(two_stage_steps=20)
 
 
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))

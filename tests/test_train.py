@@ -14,7 +14,7 @@ from encoderlab.config import ConfigError
 from encoderlab.train import OptimizerConfig, PretrainConfig, Trainer, pretrain
 from encoderlab.train.optim import lr_factor, param_groups
 from encoderlab.train.state import list_checkpoints
-from tests.pretrain_helpers import read_metrics, tiny_model, tiny_recipe
+from tests.pretrain_helpers import objective_cases, read_metrics, tiny_model, tiny_recipe
 
 IDS = dict(mask_token_id=3, special_token_ids=(0, 1, 2, 3, 4))
 TIMING = {"elapsed_s", "tokens_per_s", "peak_memory_mb"}
@@ -62,13 +62,8 @@ def test_no_weight_decay_on_biases_and_layer_norms():
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
 
 
-CASES = {
-    "bert-nsp": (lambda: tiny_model("bert"), dict(kind="mlm"), True),
-    "electra-gdes": (lambda: tiny_model("electra", embedding_sharing="gdes"), dict(kind="rtd"), False),
-    "replace-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="replace_mlm"), False),
-    "two-stage": (lambda: tiny_model("electra", multiplier=1.0), dict(
-        kind="rtd", two_stage_generator_steps=8, two_stage_init_discriminator=True), False),
-}
+CASES = {k: v for k, v in objective_cases(two_stage_steps=8).items()
+         if k in ("bert-nsp", "electra-gdes", "replace-mlm", "two-stage")}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
