@@ -2,12 +2,13 @@
 benchmarks/hf_reference.py, alternated in one run on the same token ids, fp32 and bf16 autocast.
 
     python benchmarks/train_step.py [--models electra-small,bert-small,albert-base] [--batch 32]
-        [--seq 128] [--seconds 20] [--json out.json] [--profile] [--compile]
+        [--seq 128] [--seconds 20] [--json out.json] [--profile] [--compile] [--device cuda]
 
 For each model and dtype: tokens/s of both steps and their ratio; encoderlab's model FLOPs
 utilization (the analytic training FLOPs of a step, forward + 2x backward, per second, over the
-dense matrix-product peak measured in the same run for that dtype); peak resident memory of each
-step in a fresh subprocess (VmHWM after a few steps, minus the process's RSS before building).
+dense matrix-product peak measured in the same run for that dtype); peak memory of each step in a
+fresh subprocess that builds only that implementation (on a CPU: VmHWM after a few steps, minus the
+process's RSS before building; with ``--device cuda``: the CUDA allocator's peak).
 ``--profile`` prints encoderlab's step by operator (self CPU time), to show where the time goes.
 
 encoderlab's step is ``Trainer.train_step``: masking, the objective (sparse MLM head, sampling),
@@ -125,14 +126,16 @@ def memory_child(name: str, impl: str, dtype: str, batch: int, seq: int, device:
         print(json.dumps({"peak_mb": peak_rss_mb() - base}))
 
 
-def profile(name: str, dtype: str, batch: int, seq: int, tmp: Path) -> str:
-    fns, _ = steps(name, dtype, batch, seq, tmp)
+def profile(name: str, dtype: str, batch: int, seq: int, tmp: Path, device: str = "cpu") -> str:
+    fns, _ = steps(name, dtype, batch, seq, tmp, device=device)
     for _ in range(2):
         fns["encoderlab"]()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    gpu = device.startswith("cuda")
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
+    with torch.profiler.profile(activities=acts) as prof:
         for _ in range(3):
             fns["encoderlab"]()
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+    return prof.key_averages().table(sort_by="self_cuda_time_total" if gpu else "self_cpu_time_total", row_limit=15)
 
 
 def main() -> None:
@@ -195,7 +198,7 @@ def main() -> None:
             del fns, trainer
             if args.profile:
                 print(f"--- encoderlab {name} {dtype}: by operator (3 steps) ---")
-                print(profile(name, dtype, args.batch, args.seq, tmp), flush=True)
+                print(profile(name, dtype, args.batch, args.seq, tmp, args.device), flush=True)
     print(markdown(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

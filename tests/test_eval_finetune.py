@@ -164,11 +164,16 @@ def test_finetune_device_is_checked(tmp_path):
 
     with pytest.raises(ConfigError, match="device must be auto, cpu, cuda or cuda:N, got 'gpu'"):
         FinetuneConfig(device="gpu")
+    with pytest.raises(ConfigError, match="device: expected a string, got 0"):
+        FinetuneConfig.from_dict({"device": 0})
     if not torch.cuda.is_available():
         ckpt = tiny_checkpoint(tmp_path, "bert", "mlm")
         spec = write_sentiment_task(tmp_path / "toy", n_train=16, n_dev=8)
         with pytest.raises(RuntimeError, match="device='cuda' but this torch sees no CUDA device"):
             finetune(ckpt, str(spec), FinetuneConfig(device="cuda", epochs=1), seeds=1, log=lambda *a: None)
+    r = finetune(tiny_checkpoint(tmp_path, "bert", "mlm"), str(write_sentiment_task(tmp_path / "t2", n_train=16,
+                 n_dev=8)), FinetuneConfig(device="cpu", epochs=1), seeds=1, log=lambda *a: None)
+    assert r["seeds"][0]["device"] == "cpu"  # where a result was computed: dropout streams differ by device
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")

@@ -290,3 +290,20 @@ def test_every_shipped_study_file_loads():
     for name in builtin_names() + [str(p) for p in docs]:
         cfg = load_study(name)
         assert cfg.variants and cfg.budget_flops > 0, name
+
+
+def test_report_says_where_speed_and_memory_were_measured_from_their_records():
+    """A study can be resumed on another machine: the wording follows the figures' own records, not
+    the machine that writes the report."""
+    from encoderlab.study.report import _speed_note
+
+    cfg = StudyConfig.from_dict({**BASE, "out_dir": "unused"})
+
+    def variants(device):
+        return {"bert": {"curve": {"train": [{"device": device, "peak_memory_mb": 1.0, "tokens_per_s": 1.0}]},
+                         "speed": {"tokens_per_s": 1.0, "rounds": [1.0], "threads": 1, "device": device},
+                         "measure": {}}}
+
+    gpu, cpu = _speed_note(cfg, variants("cuda")), _speed_note(cfg, variants("cpu"))
+    assert "on the GPU" in gpu and "CUDA allocator's peak" in gpu
+    assert "on the GPU" not in cpu and "max RSS" in cpu

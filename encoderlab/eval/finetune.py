@@ -68,7 +68,8 @@ class FinetuneConfig(Config):
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
 
     def validate(self) -> None:
-        if not (self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", self.device)):
+        if not isinstance(self.device, str) or not (self.device in ("auto", "cpu", "cuda")
+                                                     or re.fullmatch(r"cuda:\d+", self.device)):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if not 0 < self.layer_decay <= 1:
             raise ConfigError(f"layer_decay must be in (0, 1], got {self.layer_decay}")
@@ -182,7 +183,10 @@ def resolve_device(name: str) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device={name!r} but this torch sees no CUDA device (torch {torch.__version__})")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise RuntimeError(f"device={name!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
 
 
 # ---- models --------------------------------------------------------------------------------------
@@ -335,7 +339,7 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
         "seed": seed, "scores": scores, "score": M.task_score(scores), "steps": total, "learning_rate": lr,
         "epochs": epochs, "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
         "train_examples_per_s": seen / train_time, "eval_examples_per_s": eval_n / max(eval_time, 1e-9),
-        "train_time_s": train_time,
+        "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
     }
     log(f"  seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
         + f"  ({total} steps, {result['train_examples_per_s']:.0f} train ex/s, "
@@ -373,6 +377,7 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
     spread (min, max, std) of every metric over the seeds.
     """
     cfg = config or FinetuneConfig()
+    resolve_device(cfg.device)  # a device this machine lacks fails here, before anything is loaded
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if isinstance(model_dir, nn.Module) and tokenizer_dir is None:

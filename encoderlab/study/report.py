@@ -48,7 +48,7 @@ def _flops_axis(a) -> None:
     a.xaxis.set_minor_formatter(NullFormatter())
 
 
-def plots(cfg: StudyConfig, results: dict, out: Path, gpu: bool = False) -> list[str]:
+def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
     try:
         import matplotlib
 
@@ -122,7 +122,8 @@ def plots(cfg: StudyConfig, results: dict, out: Path, gpu: bool = False) -> list
     ax[0].bar(names, tps, color=colors)
     ax[0].set(title="training throughput", ylabel="tokens/s")
     ax[1].bar(names, mem, color=colors)
-    ax[1].set(title="training peak memory", ylabel="MB (" + ("CUDA allocator peak" if gpu else "process max RSS") + ")")
+    ax[1].set(title="training peak memory",
+              ylabel="MB (" + ("CUDA allocator peak" if _gpu_memory(V) else "process max RSS") + ")")
     lat = [V[n]["measure"].get("latency_ms", {}) for n in names]
     if lat and lat[0]:
         import numpy as np
@@ -178,12 +179,18 @@ def _task_table(V: dict, baselines: dict) -> list[str]:
     return lines + [""]
 
 
-def _memory_what(gpu: bool) -> str:
-    # The trainer logs the CUDA allocator's peak on a GPU, the process's peak resident memory on a CPU.
-    return "the CUDA allocator's peak in each pretraining process" if gpu else "each pretraining process's max RSS"
+# Where the figures were measured, from the figures' own records (a study can be resumed on another
+# machine, so the one writing the report says nothing about them).
+def _gpu_memory(V: dict) -> bool:
+    """The trainer logs the CUDA allocator's peak on a GPU, the process's max RSS on a CPU."""
+    return any(r["curve"]["train"] and r["curve"]["train"][-1].get("device") == "cuda" for r in V.values())
 
 
-def _speed_note(cfg: StudyConfig, V: dict, gpu: bool = False) -> str:
+def _gpu_speed(V: dict) -> bool:
+    return any(r.get("speed", {}).get("device") == "cuda" for r in V.values())
+
+
+def _speed_note(cfg: StudyConfig, V: dict) -> str:
     """How the speed figures were taken, from the figures themselves."""
     threads = cfg.threads_per_job()
     text = (f"This run's setting: {cfg.pretrain_jobs} pretraining(s) at once, "
@@ -195,7 +202,9 @@ def _speed_note(cfg: StudyConfig, V: dict, gpu: bool = False) -> str:
         what = "Training tokens/s" + (" and inference latency" if lat else "")
         text += (f"{what} were measured after pretraining, all variants in one process taking turns (the best "
                  f"of {len(sp['rounds'])} rounds, {sp['threads']} thread(s)"
-                 + (", on the GPU" if gpu else "") + f"); peak memory is {_memory_what(gpu)}.")
+                 + (", on the GPU" if _gpu_speed(V) else "") + "); peak memory is "
+                 + ("the CUDA allocator's peak in each pretraining process." if _gpu_memory(V)
+                    else "each pretraining process's max RSS."))
         rest = [n for n in V if n not in timed]
         if rest:
             text += f" Logged pretraining rates (not comparable with the rest): {', '.join(rest)}."
@@ -210,7 +219,7 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
     claims = evaluate_claims(results["variants"], base)
     report = {"study": cfg.name, "environment": env, **results, "claims": claims}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
-    files = plots(cfg, results, out, gpu=bool(env["cuda"]))
+    files = plots(cfg, results, out)
 
     V = results["variants"]
     lines = [f"# Study: {cfg.name}", "",
@@ -219,7 +228,7 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
              f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
              f"{results['data']['store']} ({_fmt(results['data'].get('tokens'))} tokens).",
-             _speed_note(cfg, V, gpu=bool(env["cuda"])), ""]
+             _speed_note(cfg, V), ""]
     if results["data"].get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]
@@ -244,7 +253,7 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
     lines += [""] + _task_table(V, results.get("baselines", {}))
     lat_keys = sorted(next(iter(V.values()))["measure"].get("latency_ms", {}))
-    where = "on the CPU; the GPU times training only" if env["cuda"] else "on the CPU"
+    where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"
     lines += [f"Inference latency (ms, sequence 128, {where}):", "", "| variant | " + " | ".join(lat_keys) + " |",
               "|---|" + "---|" * len(lat_keys)]
     for name, r in V.items():

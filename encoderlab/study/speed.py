@@ -45,13 +45,15 @@ def _sync(device: torch.device) -> None:
 
 
 def training_speed(recipes: dict[str, dict], *, rounds: int = ROUNDS, seconds: float = 2.0) -> dict[str, dict]:
-    """{variant: {"tokens_per_s": the best round's, "rounds": [...]}}: pretraining steps of every
-    variant, round-robin; each round runs a variant's steps for about ``seconds`` (at least two)."""
+    """{variant: {"tokens_per_s": the best round's, "rounds": [...], "device": "cpu" | "cuda"}}:
+    pretraining steps of every variant, round-robin; each round runs a variant's steps for about
+    ``seconds`` (at least two)."""
     with tempfile.TemporaryDirectory() as tmp:
         trainers = {name: _trainer(r, Path(tmp) / name) for name, r in recipes.items()}
         for tr in trainers.values():  # warm-up: first-call allocations, autocast caches
             tr.train_step()
         rates: dict[str, list[float]] = {name: [] for name in trainers}
+        devices = {name: tr.device.type for name, tr in trainers.items()}
         for _ in range(rounds):
             for name, tr in trainers.items():
                 _sync(tr.device)
@@ -64,7 +66,7 @@ def training_speed(recipes: dict[str, dict], *, rounds: int = ROUNDS, seconds: f
         trainers.clear()  # every variant's model and optimizer state: freed before what comes next
         tr = None  # noqa: F841 (the loop's last reference)
         gc.collect()
-    return {name: {"tokens_per_s": max(r), "rounds": r} for name, r in rates.items()}
+    return {name: {"tokens_per_s": max(r), "rounds": r, "device": devices[name]} for name, r in rates.items()}
 
 
 @torch.inference_mode()

@@ -284,7 +284,7 @@ class Trainer:
         rec = {"step": self.step, "progress": self.progress(), "tokens": self.tokens, "flops": self.flops,
                "elapsed_s": round(self.elapsed(), 3),
                "tokens_per_s": (self.tokens - self._last_log[1]) / dt, "skipped_steps": self.skipped,
-               "peak_memory_mb": peak_memory_mb(self.device)}
+               "peak_memory_mb": peak_memory_mb(self.device), "device": self.device.type}
         for n, (num, den) in zip(names, vals):
             rec[n] = num / den if den else float("nan")
         self.logger.log("train", rec)
