@@ -88,6 +88,14 @@ def test_resume_from_a_checkpoint_reproduces_the_run_exactly(tmp_path, name):
         assert ka == kb and torch.equal(va, vb)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_a_cuda_run_without_cuda_fails_before_building_anything(tmp_path):
+    cfg = tiny_recipe(tmp_path, tiny_model("bert", head="mlm"), dict(kind="mlm", **IDS), steps=2, device="cuda")
+    with pytest.raises(RuntimeError, match="device='cuda' but this torch sees no CUDA device"):
+        pretrain(cfg)
+    assert not (tmp_path / "checkpoints").exists()
+
+
 def test_keep_last_and_resolved_config(tmp_path):
     cfg = tiny_recipe(tmp_path, tiny_model("bert", head="mlm"), dict(kind="mlm", **IDS), steps=9,
                       checkpoint_every=2, keep_last=2)

@@ -42,6 +42,7 @@ from torch import nn
 
 from encoderlab.checkpoint import load_model
 from encoderlab.config import Config, ConfigError
+from encoderlab.device import resolve_device
 from encoderlab.eval import metrics as M
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
@@ -176,17 +177,6 @@ def collate(encoded: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
 
 def autocast(enabled: bool, device: torch.device | None = None):
     return torch.autocast(device.type if device is not None else "cpu", dtype=torch.bfloat16, enabled=enabled)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={name!r} but this torch sees no CUDA device (torch {torch.__version__})")
-    device = torch.device(name)
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise RuntimeError(f"device={name!r} but this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return device
 
 
 # ---- models --------------------------------------------------------------------------------------

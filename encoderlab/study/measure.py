@@ -95,18 +95,13 @@ def deployed_encoder(ck: str):
     return build_classifier(load_model(ck), 2).encoder.eval()
 
 
-def downstream_network(model):
-    from encoderlab.models.networks import ElectraPair
-
-    return model.discriminator if isinstance(model, ElectraPair) else model
-
-
 def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
     """Size, parameters and minimal pairs (latency: study/speed.py, all variants side by side)."""
     from encoderlab.checkpoint import load_model
+    from encoderlab.eval.finetune import pretrained_encoder_source
 
     model = load_model(ck).eval()
-    net = downstream_network(model)
+    net = pretrained_encoder_source(model)
     ck = Path(ck)
     sub = ck / "discriminator" if (ck / "discriminator").is_dir() else ck
     weights = sub / "model.safetensors"

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from encoderlab.checkpoint import CheckpointError
+from encoderlab.device import resolve_device
 from encoderlab.nn.encoder import Encoder
 from encoderlab.objectives import build_networks, build_objective, with_defaults
 from encoderlab.train import distributed
@@ -68,9 +69,9 @@ def _seed_of(seed: int, micro: int) -> int:
 class Trainer:
     def __init__(self, cfg: PretrainConfig, *, source=None, eval_source=None):
         t = cfg.trainer
-        dev = t.device if t.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        self.dist = distributed.init(dev)
-        self.device = torch.device(f"cuda:{self.dist.local_rank}" if dev == "cuda" else dev)
+        dev = resolve_device(t.device)
+        self.dist = distributed.init(dev.type)
+        self.device = torch.device("cuda", self.dist.local_rank) if dev.type == "cuda" else dev
         torch.manual_seed(t.seed)
         info = describe(cfg.data)
         model_cfg = resolve_model(cfg.model, cfg.init, info["vocab_size"])
