@@ -28,7 +28,7 @@ def run_one(args, precision: str) -> None:
     torch.set_num_threads(args.threads)
     store = build_store(Path(args.work), Path(args.corpus), args.vocab, 2)
     cfg = recipe(args.model, store, Path(args.work) / f"bf16_curve-{precision}", args, max_steps=args.steps,
-                 log_every=args.log_every, eval_every=args.steps // 4, bf16=precision == "bf16")
+                 log_every=args.log_every, eval_every=args.steps // 4, precision=precision)
     r = pretrain(cfg)
     if r.status != "completed":
         raise SystemExit(f"{precision}: {r.status} at step {r.step}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import resource
 import subprocess
@@ -27,8 +28,18 @@ def machine(device: str = "cpu") -> dict:
         except md.PackageNotFoundError:
             pass
     gpu = {"gpu": torch.cuda.get_device_name(device)} if device.startswith("cuda") else {}
-    return {"cpu": cpu, **gpu, "threads": torch.get_num_threads(), "date": datetime.date.today().isoformat(),
-            **versions}
+    # The kernels' instruction set as torch sees it, and any limit set on it: a run with
+    # ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 stands for an AVX2-only CPU and says so.
+    limits = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if os.environ.get(k)}
+    return {"cpu": cpu, "capability": torch.backends.cpu.get_cpu_capability(), **({"isa_limits": limits} if limits
+            else {}), **gpu, "threads": torch.get_num_threads(), "date": datetime.date.today().isoformat(), **versions}
+
+
+def auto_precision(device: str = "cpu", hidden: int = 256, intermediate: int = 1024):
+    """What ``precision: auto`` resolves to here for a model of this width (encoderlab/precision.py)."""
+    from encoderlab.precision import resolve_precision
+
+    return resolve_precision("auto", torch.device(device), hidden=hidden, intermediate=intermediate)
 
 
 def synced(fn, device: str):

@@ -27,7 +27,6 @@ from encoderlab.checkpoint import load_model
 from encoderlab.eval.finetune import (
     FinetuneConfig,
     adamw,
-    autocast,
     build_classifier,
     collate,
     length_batches,
@@ -37,6 +36,7 @@ from encoderlab.eval.tasks import get_task, load_task
 from encoderlab.eval.tokenization import Encoded, load_tokenizer
 from encoderlab.models.networks import build_model
 from encoderlab.models.presets import preset
+from encoderlab.precision import autocast as precision_autocast
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -61,6 +61,10 @@ def batches(enc, mode: str, bs: int, max_len: int, rng):
     else:
         for idx in length_batches([len(e.ids) for e in enc], bs, rng if mode == "train" else None):
             yield idx, collate([enc[j] for j in idx], 0)
+
+
+def autocast(bf16: bool):
+    return precision_autocast("bf16" if bf16 else "fp32", "cpu")
 
 
 def measure(model, enc, labels, *, naive: bool, bf16: bool, bs: int = 32, max_len: int = 128) -> tuple[float, float]:
@@ -117,7 +121,7 @@ def pll_speed(tok, sentences: list[str], repeats: int) -> list[str]:
     for label, fn in (("one copy per forward, dense head, fp32", naive),
                       ("batched copies, sparse head, fp32", lambda: pseudo_log_likelihoods(model, tok, sentences)),
                       ("batched copies, sparse head, bf16",
-                       lambda: pseudo_log_likelihoods(model, tok, sentences, bf16=True))):
+                       lambda: pseudo_log_likelihoods(model, tok, sentences, precision="bf16"))):
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()

@@ -1,7 +1,11 @@
 """Inference speed: encoderlab's encoder forward against transformers and ONNX Runtime, same weights,
 same inputs, alternated in one run. Sequence 128, batch 1 and 32, fp32 and bf16 autocast.
 
-    python benchmarks/inference.py [--models electra-small,bert-small] [--seconds 3] [--json out.json]
+    python benchmarks/inference.py [--models electra-small,bert-small] [--seconds 3] [--dtypes fp32,bf16]
+        [--json out.json]
+
+For each model it prints what ``precision: auto`` resolves to on this machine, and an auto row per
+batch size: encoderlab in that precision against transformers in its best precision among those timed.
 
 Peak memory is measured per implementation in a fresh subprocess (max RSS growth over the model
 load, for one batch-32 forward), since one process cannot attribute its peak to a single variant.
@@ -21,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, peak_rss_mb, timeit  # noqa: E402
+from common import auto_precision, machine, peak_rss_mb, timeit  # noqa: E402
 
 from encoderlab import checkpoint  # noqa: E402
 from encoderlab.models.networks import build_model  # noqa: E402
@@ -112,12 +116,14 @@ def main() -> None:
     ap.add_argument("--models", default="electra-small,bert-small")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2, help="alternations of the implementations")
+    ap.add_argument("--dtypes", default="fp32,bf16", help="fp32 and/or bf16 (auto is reported from those)")
     ap.add_argument("--json")
     ap.add_argument("--memory-child", nargs=3, metavar=("NAME", "IMPL", "CKPT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_child:
         return memory_child(*args.memory_child)
-    results = {"machine": machine(), "rows": []}
+    results = {"machine": machine(), "rows": [], "auto_rows": []}
+    print(json.dumps(results["machine"]))
     tmp = Path(tempfile.mkdtemp())
     for name in args.models.split(","):
         ours, ref, cfg = build_all(name, tmp)
@@ -130,7 +136,9 @@ def main() -> None:
                 onnx_path = export_onnx(ours, tmp / f"{name}.onnx")
         except ImportError as e:
             print(f"ONNX Runtime skipped: {e}")
-        for dtype in ("fp32", "bf16"):
+        auto = auto_precision("cpu", cfg.encoder.hidden_size, cfg.encoder.intermediate_size)
+        print(f"{name}: precision auto -> {auto.precision} ({auto.reason})", flush=True)
+        for dtype in args.dtypes.split(","):
             for batch in (1, 32):
                 fns = runners(ours, ref, onnx_path, batch, cfg.encoder.vocab_size, dtype)
                 times = {k: [] for k in fns}
@@ -142,7 +150,18 @@ def main() -> None:
                     row[f"{k}_ms"] = 1000 * min(ts)
                 row["speedup_vs_transformers"] = row["transformers_ms"] / row["encoderlab_ms"]
                 results["rows"].append(row)
-                print(json.dumps(row))
+                print(json.dumps(row), flush=True)
+        for batch in (1, 32):
+            rows = {r["dtype"]: r for r in results["rows"] if r.get("model") == name and r.get("batch") == batch
+                    and "encoderlab_ms" in r}
+            if auto.precision in rows:
+                ref = min(rows.values(), key=lambda r: r["transformers_ms"])
+                a = {"model": name, "batch": batch, "encoderlab_precision": auto.precision,
+                     "encoderlab_ms": rows[auto.precision]["encoderlab_ms"], "transformers_best_dtype": ref["dtype"],
+                     "transformers_ms": ref["transformers_ms"], "timed_dtypes": sorted(rows)}
+                a["speedup_vs_transformers"] = a["transformers_ms"] / a["encoderlab_ms"]
+                results["auto_rows"].append(a)
+                print(json.dumps(a), flush=True)
         for impl in ("encoderlab", "transformers"):
             out = subprocess.run([sys.executable, __file__, "--memory-child", name, impl, str(tmp)],
                                  capture_output=True, text=True, check=True).stdout

@@ -5,7 +5,7 @@
 1. Builds (or reuses) a WordPiece tokenizer and token store from ../shared/data/enwiki_extract.
 2. Calibrates the FLOPs budget: a short bert-tiny run measures analytic FLOPs/s on this machine,
    budget = that rate x --minutes (or give --flops directly). Both models get the same budget.
-3. Pretrains bert-tiny (MLM + NSP) and electra-tiny (RTD) with bf16 autocast, evaluating on the
+3. Pretrains bert-tiny (MLM + NSP) and electra-tiny (RTD) in precision auto, evaluating on the
    store's held-out split at fixed settings (15% masking, 80/10/10, fixed seed) ~10 times.
 4. Computes two count baselines on exactly the same held-out masked positions: unigram (always the
    most frequent non-special training token) and bigram (the most frequent successor of the visible
@@ -53,7 +53,8 @@ def build_store(work: Path, corpus: Path, vocab: int, workers: int) -> Path:
 
 def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfig:
     electra = name.startswith("electra")
-    t = dict(run_dir=str(work / name), log_every=50, checkpoint_every=0, bf16=True, resume="never", seed=args.seed)
+    t = dict(run_dir=str(work / name), log_every=50, checkpoint_every=0, precision="auto", resume="never",
+             seed=args.seed)
     t.update(trainer)
     return PretrainConfig(
         model=ModelSpec(preset=name, max_position_embeddings=args.seq_len,
@@ -156,7 +157,7 @@ def markdown(res: dict) -> str:
     a = res["args"]
     lines = [
         f"Budget {res['budget_flops']:.3e} FLOPs each (analytic, forward + 2x backward), batch "
-        f"{a['batch_size']} x {a['seq_len']}, lr {a['lr']}, {a['warmup']} warm-up steps, bf16 autocast, "
+        f"{a['batch_size']} x {a['seq_len']}, lr {a['lr']}, {a['warmup']} warm-up steps, precision auto, "
         f"{res['threads']} threads.",
         "",
         "| model | steps | tokens | wall-clock | held-out MLM accuracy | held-out MLM loss | disc. accuracy "

@@ -2,7 +2,13 @@
 benchmarks/hf_reference.py, alternated in one run on the same token ids, fp32 and bf16 autocast.
 
     python benchmarks/train_step.py [--models electra-small,bert-small,albert-base] [--batch 32]
-        [--seq 128] [--seconds 20] [--json out.json] [--profile] [--compile] [--device cuda]
+        [--seq 128] [--seconds 20] [--dtypes fp32,bf16] [--json out.json] [--profile] [--compile]
+        [--device cuda]
+
+It prints the CPU model and kernel capability first, and for each model what ``precision: auto``
+resolves to here, then encoderlab in auto against the reference in *its* best precision on this
+machine (the faster of the dtypes timed in this run; on an AVX2-only CPU, where bf16 is ~37x slower,
+time ``--dtypes fp32`` and the auto row still follows).
 
 For each model and dtype: tokens/s of both steps and their ratio; encoderlab's model FLOPs
 utilization (the analytic training FLOPs of a step, forward + 2x backward, per second, over the
@@ -29,7 +35,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, matmul_peak, peak_rss_mb, synced, timeit  # noqa: E402
+from common import auto_precision, machine, matmul_peak, peak_rss_mb, synced, timeit  # noqa: E402
 from hf_reference import hf_step_fn  # noqa: E402
 
 from encoderlab.models.presets import preset  # noqa: E402
@@ -77,7 +83,7 @@ def our_trainer(name: str, dtype: str, batch: int, seq: int, run_dir: Path, comp
         data=DataConfig(kind="synthetic", batch_size=batch, seq_len=seq, eval_batches=0,
                         synthetic=SyntheticConfig(vocab_size=cfg.encoder.vocab_size)),
         trainer=TrainerConfig(run_dir=str(run_dir), max_steps=10**9, log_every=0, eval_every=0,
-                              checkpoint_every=0, bf16=dtype == "bf16", resume="never", progress=False,
+                              checkpoint_every=0, precision=dtype, resume="never", progress=False,
                               compile=compile, device=device))
     trainer = Trainer(rc, source=PoolSource(batches(cfg.encoder.vocab_size, batch, seq, device)))
     trainer.t0 = time.perf_counter()  # set by fit(), which this benchmark bypasses to time single steps
@@ -160,12 +166,18 @@ def main() -> None:
         return memory_child(*args.memory_child, args.batch, args.seq, args.device)
     tmp = Path(tempfile.mkdtemp())
     dtypes = args.dtypes.split(",")
+    if not set(dtypes) <= {"fp32", "bf16"}:
+        ap.error(f"--dtypes takes fp32 and/or bf16, got {args.dtypes!r} (auto is reported from those)")
     peaks = {d: matmul_peak({"fp32": torch.float32, "bf16": torch.bfloat16}[d], device=args.device) for d in dtypes}
     results = {"machine": machine(args.device), "device": args.device, "batch": args.batch, "seq": args.seq,
                "matmul_peak_flops": peaks, "rows": []}
     print(json.dumps(results["machine"]), {d: f"{p / 1e9:.0f} GFLOP/s" for d, p in peaks.items()})
     tokens = args.batch * args.seq
     for name in args.models.split(","):
+        enc = preset(name).encoder
+        auto = auto_precision(args.device, enc.hidden_size, enc.intermediate_size)
+        print(f"{name}: precision auto -> {auto.precision} ({auto.reason})", flush=True)
+        results.setdefault("auto", {})[name] = auto.to_dict()
         for dtype in dtypes:
             fns, trainer = steps(name, dtype, args.batch, args.seq, tmp, compile=args.compile, device=args.device)
             times = {k: [] for k in fns}
@@ -199,6 +211,17 @@ def main() -> None:
             if args.profile:
                 print(f"--- encoderlab {name} {dtype}: by operator (3 steps) ---")
                 print(profile(name, dtype, args.batch, args.seq, tmp, args.device), flush=True)
+    for name, auto in results.get("auto", {}).items():
+        rows = {r["dtype"]: r for r in results["rows"] if r["model"] == name}
+        if auto["precision"] not in rows:
+            continue
+        ref = max(rows.values(), key=lambda r: r["transformers_tokens_per_s"])
+        ours = rows[auto["precision"]]["encoderlab_tokens_per_s"]
+        results.setdefault("auto_rows", []).append({
+            "model": name, "encoderlab_precision": auto["precision"], "encoderlab_tokens_per_s": ours,
+            "transformers_best_dtype": ref["dtype"], "transformers_tokens_per_s": ref["transformers_tokens_per_s"],
+            "speedup": ours / ref["transformers_tokens_per_s"], "timed_dtypes": sorted(rows)})
+        print(json.dumps(results["auto_rows"][-1]), flush=True)
     print(markdown(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
@@ -219,6 +242,13 @@ def markdown(res: dict) -> str:
             line += (f" {r['encoderlab_compiled_tokens_per_s']:.0f} | {r['speedup_compiled']:.2f}x |"
                      if "speedup_compiled" in r else " - | - |")
         lines.append(line)
+    if res.get("auto_rows"):
+        lines += ["", "| model | auto resolves to | encoderlab tokens/s | transformers best (dtype) | speed-up |",
+                  "|---|---|---|---|---|"]
+        for r in res["auto_rows"]:
+            lines.append(f"| {r['model']} | {r['encoderlab_precision']} | {r['encoderlab_tokens_per_s']:.0f} | "
+                         f"{r['transformers_tokens_per_s']:.0f} ({r['transformers_best_dtype']}) | "
+                         f"{r['speedup']:.2f}x |")
     return "\n".join(lines)
 
 

@@ -13,21 +13,42 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
+
+from encoderlab.errors import EncoderlabError
 
 C = TypeVar("C", bound="Config")
 
 
-class ConfigError(ValueError):
+class ConfigError(EncoderlabError):
     """A config could not be built: an unknown key, a wrong type or an invalid value."""
+
+
+class ConfigNote(UserWarning):
+    """A config used a key of an older version: it was read as its replacement, named here."""
+
+
+def renamed_bf16(value: Any) -> tuple[str, Any]:
+    """``bf16: true|false`` (before ``precision``) -> ``precision``. ``true`` was the default, meant
+    "the fast precision", and on a CPU without bf16 matrix units is ~37x slower than fp32: it maps
+    to ``auto``, which is bf16 exactly where bf16 is faster. ``false`` asked for fp32 and keeps it."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"bf16: expected true/false, got {value!r} (the key is now precision: auto|fp32|bf16)")
+    return "precision", "auto" if value else "fp32"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config:
     """Base for all encoderlab configs. Subclasses are ``@dataclass(frozen=True, kw_only=True)``."""
+
+    # Keys of older versions, {old key: value -> (new key, new value)}: files written before a
+    # rename still load, with a ConfigNote naming the new key.
+    RENAMED: ClassVar[dict[str, Callable[[Any], tuple[str, Any]]]] = {}
 
     def __post_init__(self) -> None:
         self.validate()
@@ -44,11 +65,20 @@ class Config:
 
     @classmethod
     def from_dict(cls: type[C], data: dict[str, Any] | None, *, where: str = "") -> C:
-        data = dict(data or {})
-        if not isinstance(data, dict):
+        if not isinstance(data or {}, dict):  # a YAML list or scalar where a mapping belongs
             raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {type(data).__name__}")
+        data = dict(data or {})
         hints = get_type_hints(cls)
         fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        label = where or cls.__name__
+        for old, rename in cls.RENAMED.items():
+            if old in data:
+                new, value = rename(data.pop(old))
+                if new in data:
+                    raise ConfigError(f"{label}: both {old!r} (an old key) and {new!r} are set; keep only {new!r}")
+                data[new] = value
+                warnings.warn(ConfigNote(f"{label}: {old!r} is an old key, read as {new}: {value}; "
+                                         f"write {new} instead"), stacklevel=2)
         unknown = sorted(set(data) - set(fields))
         if unknown:
             label = f"{where}: " if where else ""
@@ -62,6 +92,10 @@ class Config:
             return cls(**kwargs)
         except TypeError as e:  # missing required fields
             raise ConfigError(f"{where or cls.__name__}: {e}") from None
+        except ConfigError as e:  # validate(): say in which file / section the invalid values are
+            if where and not str(e).startswith(where):
+                raise ConfigError(f"{where}: {e}") from None
+            raise
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         text = yaml.safe_dump(self.to_dict(), sort_keys=False)
@@ -75,12 +109,15 @@ class Config:
         p = Path(path_or_text) if "\n" not in text and not text.lstrip().startswith("{") else None
         if p is not None and p.exists():
             try:
-                data = yaml.safe_load(p.read_text())
-            except yaml.YAMLError as e:
+                data = yaml.safe_load(p.read_text(encoding="utf-8"))
+            except (yaml.YAMLError, UnicodeDecodeError) as e:
                 raise ConfigError(f"{p}: invalid YAML: {e}") from None
             where = str(p)
         else:
-            data = yaml.safe_load(str(path_or_text))
+            try:
+                data = yaml.safe_load(str(path_or_text))
+            except yaml.YAMLError as e:
+                raise ConfigError(f"invalid YAML: {e}") from None
             where = ""
         return cls.from_dict(data or {}, where=where)
 
@@ -95,16 +132,56 @@ class Config:
             if "=" not in item:
                 raise ConfigError(f"override {item!r} is not of the form key=value")
             key, raw = item.split("=", 1)
+            if not all(part.strip() for part in key.split(".")):
+                raise ConfigError(f"override {item!r}: empty key; expected dotted.key=value")
             node = data
             parts = key.strip().split(".")
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError as e:
+                raise ConfigError(f"override {item!r}: the value is not valid YAML ({e})") from None
+            if parts[-1] not in _fields_at(type(self), parts[:-1]):
+                parts, value = _apply_rename(type(self), parts, value)
             for i, part in enumerate(parts[:-1]):
                 if not isinstance(node.get(part), dict):
                     node[part] = {} if node.get(part) is None else node[part]
                     if not isinstance(node[part], dict):
                         raise ConfigError(f"override {key!r}: {'.'.join(parts[: i + 1])} is not a section")
                 node = node[part]
-            node[parts[-1]] = yaml.safe_load(raw)
+            node[parts[-1]] = value
         return type(self).from_dict(data)
+
+
+def _config_at(cls: type, parts: list[str]) -> type | None:
+    """The Config class at a dotted path below ``cls`` (None where the path leaves the configs)."""
+    for part in parts:
+        hint = get_type_hints(cls).get(part) if isinstance(cls, type) and issubclass(cls, Config) else None
+        if hint is None:
+            return None
+        if _is_union(hint):
+            hint = next((a for a in get_args(hint) if isinstance(a, type) and issubclass(a, Config)), None)
+        if not (isinstance(hint, type) and issubclass(hint, Config)):
+            return None
+        cls = hint
+    return cls
+
+
+def _fields_at(cls: type, parts: list[str]) -> set[str]:
+    sub = _config_at(cls, parts)
+    return {f.name for f in dataclasses.fields(sub)} if sub is not None else set()
+
+
+def _apply_rename(cls: type, parts: list[str], value: Any) -> tuple[list[str], Any]:
+    """An override of an old key (``trainer.bf16=false``) as the key that replaced it, with a note."""
+    sub = _config_at(cls, parts[:-1])
+    rename = sub.RENAMED.get(parts[-1]) if sub is not None else None
+    if rename is None:
+        return parts, value
+    new, value = rename(value)
+    where = ".".join(parts)
+    warnings.warn(ConfigNote(f"override {where}: an old key, read as {'.'.join([*parts[:-1], new])}={value}"),
+                  stacklevel=3)
+    return [*parts[:-1], new], value
 
 
 def _to_plain(value: Any) -> Any:

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from encoderlab.nn.config import EncoderConfig
 
+# Property tests: a few examples each in `make test` (its time budget), many more in
+# benchmarks/property_sweep.sh, which sets HYPOTHESIS_PROFILE=sweep. No deadline: 2 shared cores.
+settings.register_profile("ci", max_examples=12, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.register_profile("sweep", max_examples=500, deadline=None,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# The precision probe's cache (encoderlab/precision.py) in a folder of this test session, inherited
+# by the subprocesses tests start: tests neither read nor write the user's ~/.cache.
+os.environ["ENCODERLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="encoderlab-test-cache-")
 
 
 def tiny_encoder(**kw) -> EncoderConfig:

@@ -40,7 +40,7 @@ def objective_cases(two_stage_steps: int) -> dict[str, tuple]:
 
 def tiny_recipe(run_dir, model: ModelConfig, objective: dict, *, steps=100, lr=3e-3, pairs=False,
                 repeat_one=False, **trainer) -> PretrainConfig:
-    t = dict(run_dir=str(run_dir), max_steps=steps, log_every=10, checkpoint_every=0, bf16=False, progress=False)
+    t = dict(run_dir=str(run_dir), max_steps=steps, log_every=10, checkpoint_every=0, precision="fp32", progress=False)
     t.update(trainer)
     return PretrainConfig(
         model=ModelSpec(config=model), objective=ObjectiveConfig(**objective),

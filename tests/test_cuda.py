@@ -31,7 +31,7 @@ OBJECTIVES = objective_cases(two_stage_steps=20)
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
 def test_every_objective_trains_on_cuda_and_its_checkpoint_runs_on_cpu(tmp_path, name):
     model, objective, pairs = OBJECTIVES[name]
-    cfg = tiny_recipe(tmp_path, model(), dict(objective, **IDS), steps=60, pairs=pairs, device=DEVICE, bf16=True,
+    cfg = tiny_recipe(tmp_path, model(), dict(objective, **IDS), steps=60, pairs=pairs, device=DEVICE, precision="bf16",
                       log_every=10, checkpoint_every=30, eval_every=30, repeat_one=True)
     res = pretrain(cfg)
     assert res.status == "completed" and res.step == 60

@@ -185,7 +185,8 @@ def test_finetune_on_cuda_matches_cpu(tmp_path):
     spec = write_sentiment_task(tmp_path / "toy", n_train=128, n_dev=64)
     runs = {}
     for d in ("cpu", "cuda"):
-        cfg = FinetuneConfig(learning_rate=1e-3, epochs=2, batch_size=16, bf16=False, classifier_dropout=0.0, device=d)
+        cfg = FinetuneConfig(learning_rate=1e-3, epochs=2, batch_size=16, precision="fp32", classifier_dropout=0.0,
+                             device=d)
         runs[d] = finetune(ckpt, str(spec), cfg, seeds=1, log=lambda *a: None)["seeds"][0]
     assert runs["cuda"]["final_loss"] == pytest.approx(runs["cpu"]["final_loss"], rel=1e-3, abs=1e-4)
     assert abs(runs["cuda"]["scores"]["acc"] - runs["cpu"]["scores"]["acc"]) <= 1 / 64

@@ -26,7 +26,8 @@ BASE = {
     "name": "tiny", "vocab_size": 600, "seq_len": 32, "batch_size": 8, "budget_flops": 2.0e9,
     "eval_fractions": [0.5, 1.0], "finetune_fractions": [1.0], "seeds": 2, "latency": False,
     "minimal_pairs": "off", "eval_batches": 2, "speed_seconds": 0.05,
-    "finetune": {"epochs": 1, "max_train_examples": 48, "max_eval_examples": 48, "max_length": 32, "bf16": False},
+    "finetune": {"epochs": 1, "max_train_examples": 48, "max_eval_examples": 48, "max_length": 32, "precision": "fp32"},
+    "precision": "fp32",
     "variants": [{"name": "bert", "model": {"preset": "bert-tiny"},
                   "objective": {"kind": "mlm", "sentence_loss": False}}],
     "tasks": [{"name": "demo"}],
@@ -106,7 +107,7 @@ def test_parallel_pretraining_and_finetuning_equal_sequential_and_speed_is_timed
         assert [r["loss"] for r in a["curve"]["train"]] == [r["loss"] for r in b["curve"]["train"]]
         assert b["speed"]["threads"] == 1 and len(b["speed"]["rounds"]) == 5
         assert b["speed"]["tokens_per_s"] == max(b["speed"]["rounds"]) > 0
-        assert set(b["measure"]["latency_ms"]) == {"fp32_b1", "fp32_b32", "bf16_b1", "bf16_b32"}
+        assert set(b["measure"]["latency_ms"]) == {"fp32_b1", "fp32_b32"}  # fp32 study: no bf16 timing
     assert "taking turns" in (tmp_path / "two" / "report.md").read_text()
 
     # The fine-tunings again, now in two worker processes: the same scores, seed by seed.
@@ -307,3 +308,37 @@ def test_report_says_where_speed_and_memory_were_measured_from_their_records():
     gpu, cpu = _speed_note(cfg, variants("cuda")), _speed_note(cfg, variants("cpu"))
     assert "on the GPU" in gpu and "CUDA allocator's peak" in gpu
     assert "on the GPU" not in cpu and "max RSS" in cpu
+
+
+def test_progress_heartbeat_speaks_while_a_stage_runs(tmp_path):
+    """No silent minutes: while a stage runs, the heartbeat prints its details (or that it is still
+    running) once the last line is older than the heartbeat period; never before."""
+    lines = []
+    p = Progress(10, lines.append, heartbeat_s=0.3)
+    try:
+        p.stage("pretrain bert")
+        time.sleep(1.2)
+        beats = [ln for ln in lines if "still running: pretrain bert" in ln]
+        assert 2 <= len(beats) <= 5, lines
+        p.detail = lambda: ["pretrain bert: 40% of 1e+12 FLOPs"]
+        time.sleep(0.6)
+        assert any(ln.endswith("pretrain bert: 40% of 1e+12 FLOPs") for ln in lines), lines
+    finally:
+        p.close()
+    quiet = []
+    p = Progress(10, quiet.append, heartbeat_s=30)
+    p.stage("x")
+    time.sleep(0.3)
+    p.close()
+    assert len(quiet) == 1
+
+
+def test_pretraining_status_reads_the_last_train_record(tmp_path):
+    from encoderlab.study.progress import pretraining_status
+
+    assert "starting" in pretraining_status("bert", tmp_path, 1e12)
+    recs = [{"split": "train", "step": 10, "progress": 0.25, "elapsed_s": 30.0, "tokens_per_s": 1234.0},
+            {"split": "eval", "step": 10}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n{\"split\": \"tr")
+    line = pretraining_status("bert", tmp_path, 1e12)
+    assert "25% of 1e+12 FLOPs (step 10)" in line and "1,234 tokens/s" in line and "~90s left" in line

@@ -151,15 +151,16 @@ def test_flops_and_token_budgets(tmp_path):
 
 def test_bf16_autocast_trains_like_fp32(tmp_path):
     final = {}
-    for bf16 in (True, False):
-        cfg = tiny_recipe(tmp_path / str(bf16), tiny_model("electra"), dict(kind="rtd", **IDS), steps=60, lr=1e-2,
-                          bf16=bf16, repeat_one=True, log_every=10)
+    for precision in ("bf16", "fp32"):
+        cfg = tiny_recipe(tmp_path / precision, tiny_model("electra"), dict(kind="rtd", **IDS), steps=60, lr=1e-2,
+                          precision=precision, repeat_one=True, log_every=10)
         pretrain(cfg)
-        m = read_metrics(tmp_path / str(bf16))
+        m = read_metrics(tmp_path / precision)
+        assert all(r["precision"] == precision for r in m)
         assert m[-1]["gen_loss"] < m[0]["gen_loss"] - 0.4
-        final[bf16] = m[-1]["gen_loss"]
-    assert abs(final[True] - final[False]) < 0.3, final
-    weights = load_model(tmp_path / "True/checkpoints/step-000060").parameters()
+        final[precision] = m[-1]["gen_loss"]
+    assert abs(final["bf16"] - final["fp32"]) < 0.3, final
+    weights = load_model(tmp_path / "bf16/checkpoints/step-000060").parameters()
     assert all(p.dtype == torch.float32 for p in weights)  # fp32 master weights
 
 

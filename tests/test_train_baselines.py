@@ -25,7 +25,7 @@ def test_a_unigram_network_scores_the_unigram_baseline_in_the_trainer_evaluation
         "model": {"preset": "bert-tiny"}, "objective": {"kind": "mlm", "sentence_loss": False},
         "data": {"kind": "store", "path": str(tmp_path / "store"), "tokenizer_dir": str(tmp_path / "tok"),
                  "batch_size": 4, "seq_len": 32, "eval_batches": 3},
-        "trainer": {"run_dir": str(tmp_path / "run"), "bf16": False, "seed": 7, "max_steps": 1}})
+        "trainer": {"run_dir": str(tmp_path / "run"), "precision": "fp32", "seed": 7, "max_steps": 1}})
     base = count_baselines(cfg)
     assert 0 < base["unigram"] < 1 and 0 <= base["bigram"] <= 1 and base["positions"] > 20
 
@@ -35,7 +35,7 @@ def test_a_unigram_network_scores_the_unigram_baseline_in_the_trainer_evaluation
         head.layer_norm.weight.zero_()
         head.layer_norm.bias.zero_()
         head.bias.copy_(unigram_logits(cfg))
-    ev = evaluate(trainer.model, trainer.ocfg, trainer.eval_batches, device=trainer.device, bf16=False)
+    ev = evaluate(trainer.model, trainer.ocfg, trainer.eval_batches, device=trainer.device, precision="fp32")
     assert ev["eval_mlm_accuracy"] == pytest.approx(base["unigram"], abs=1e-9)
     normalizer = torch.logsumexp(head.bias, 0).item()  # the baseline clips zero counts to one
     assert ev["eval_mlm_loss"] == pytest.approx(base["unigram_loss"] + normalizer, rel=1e-5)

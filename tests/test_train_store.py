@@ -29,7 +29,7 @@ def store(tmp_path_factory):
 
 
 def _recipe(store, run_dir, preset, kind, steps=6, **trainer):
-    t = dict(run_dir=str(run_dir), max_steps=steps, log_every=1, checkpoint_every=3, bf16=False, progress=False)
+    t = dict(run_dir=str(run_dir), max_steps=steps, log_every=1, checkpoint_every=3, precision="fp32", progress=False)
     t.update(trainer)
     return PretrainConfig(
         model=ModelSpec(preset=preset, max_position_embeddings=64), objective=ObjectiveConfig(kind=kind),

@@ -37,14 +37,14 @@ def register(sub) -> None:
     _model_args(pp)
     pp.add_argument("--text-file", required=True, help="one sentence per line")
     pp.add_argument("--max-lines", type=int, default=None)
-    pp.add_argument("--bf16", action="store_true", help="bf16 autocast (faster; scores shift slightly)")
+    _precision_args(pp)
     pp.set_defaults(func=_pppl)
 
     mp = evs.add_parser("minimal-pairs", help="accuracy on BLiMP-format jsonl minimal pairs")
     _model_args(mp)
     mp.add_argument("--pairs", required=True, nargs="+", help="BLiMP jsonl file(s)")
     mp.add_argument("--method", default="auto", choices=["auto", "mlm", "discriminator"])
-    mp.add_argument("--bf16", action="store_true")
+    _precision_args(mp)
     mp.set_defaults(func=_pairs)
 
     pr = evs.add_parser("prompt", help="PET-style zero/few-shot classification")
@@ -60,6 +60,7 @@ def register(sub) -> None:
     pr.add_argument("--lr", type=float, default=1e-5)
     pr.add_argument("--max-eval", type=int, default=None)
     pr.add_argument("--out", default=None)
+    _precision_args(pr)
     pr.set_defaults(func=_prompt)
 
     f = sub.add_parser("fill", help="top-k fillers for each [MASK] (MLM checkpoints)")
@@ -81,6 +82,26 @@ def _model_args(p) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
 
 
+def _precision_args(p) -> None:
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                   help="auto (default): bf16 autocast where this machine runs it faster than fp32")
+    # The flags of earlier versions, kept as aliases.
+    p.add_argument("--bf16", dest="precision", action="store_const", const="bf16", help="same as --precision bf16")
+    p.add_argument("--no-bf16", dest="precision", action="store_const", const="fp32", help="same as --precision fp32")
+
+
+def _resolved(model, precision: str):
+    """The precision to score ``model`` in on the CPU, printed with its reason."""
+    from encoderlab.models.networks import ElectraPair
+    from encoderlab.precision import resolve_precision
+
+    net = model.discriminator if isinstance(model, ElectraPair) else model
+    enc = net.encoder.config
+    choice = resolve_precision(precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)
+    print(f"precision {choice.precision} ({choice.reason})")
+    return choice.precision
+
+
 def _finetune_args(p) -> None:
     p.add_argument("--data-dir", default=None, help="GLUE-style root, the task's folder, or $ENCODERLAB_DATA_DIR")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds (0..N-1); the median is reported")
@@ -90,7 +111,7 @@ def _finetune_args(p) -> None:
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--max-train", type=int, default=None, help="cap training examples (a fixed random subset)")
     p.add_argument("--max-eval", type=int, default=None, help="cap examples per eval split")
-    p.add_argument("--no-bf16", action="store_true", help="fp32 throughout")
+    _precision_args(p)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="FinetuneConfig overrides")
     p.add_argument("--out", default=None, help="results JSON (default results/<kind>-<task>-<time>.json)")
 
@@ -111,7 +132,7 @@ def _config(args):
 
     cfg = FinetuneConfig(learning_rate=args.lr, epochs=args.epochs, batch_size=args.batch_size,
                          max_length=args.max_length, max_train_examples=args.max_train,
-                         max_eval_examples=args.max_eval, bf16=not args.no_bf16)
+                         max_eval_examples=args.max_eval, precision=args.precision)
     return cfg.with_overrides(args.set) if args.set else cfg
 
 
@@ -160,7 +181,7 @@ def _pppl(args) -> int:
     lines = [s.strip() for s in Path(args.text_file).read_text(encoding="utf-8").splitlines() if s.strip()]
     lines = lines[: args.max_lines] if args.max_lines else lines
     t0 = time.perf_counter()
-    r = pseudo_perplexity(model, tok, lines, bf16=args.bf16)
+    r = pseudo_perplexity(model, tok, lines, precision=_resolved(model, args.precision))
     dt = time.perf_counter() - t0
     print(f"pseudo-perplexity {r['pseudo_perplexity']:.3f}  (PLL {r['pll']:.1f} over {r['tokens']} tokens, "
           f"{r['sentences']} sentences, {r['sentences'] / dt:.1f} sentences/s)")
@@ -171,8 +192,9 @@ def _pairs(args) -> int:
     from encoderlab.eval.intrinsic import minimal_pairs_accuracy
 
     model, tok = _setup(args)
+    precision = _resolved(model, args.precision)
     for path in args.pairs:
-        r = minimal_pairs_accuracy(model, tok, path, method=args.method, bf16=args.bf16)
+        r = minimal_pairs_accuracy(model, tok, path, method=args.method, precision=precision)
         print(f"{path}: accuracy {r['accuracy']:.4f} over {r['n']} pairs ({r['method']})")
         for uid, s in r["by_uid"].items():
             print(f"  {uid:<40} {s['accuracy']:.4f}  (n={s['n']})")
@@ -184,6 +206,7 @@ def _prompt(args) -> int:
 
     model, _ = _setup(args)
     cfg = PromptConfig(template=args.template, steps=args.steps, learning_rate=args.lr, max_eval_examples=args.max_eval,
+                       precision=args.precision,
                        verbalizer=tuple(w.strip() for w in args.verbalizer.split(",")) if args.verbalizer else ())
     out = {}
     for k in [int(x) for x in args.k.split(",")]:

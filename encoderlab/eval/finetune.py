@@ -19,7 +19,8 @@ learning rate and the top layer's is the one the classifier's gradients reach fi
 
 Speed: examples are tokenized once, batches are formed from examples of similar length (sorted in
 chunks of 50 batches, then the batches shuffled) and padded to their own longest, and forward and
-backward run under bf16 autocast (the loss in fp32).
+backward run in the resolved precision (``auto``: bf16 autocast where this machine runs bf16
+products faster than fp32, encoderlab/precision.py; the loss in fp32).
 
 Shape letters: B batch, T longest length in the batch, C labels.
 """
@@ -34,6 +35,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -41,16 +43,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.checkpoint import load_model
-from encoderlab.config import Config, ConfigError
+from encoderlab.config import Config, ConfigError, renamed_bf16
 from encoderlab.device import resolve_device
 from encoderlab.eval import metrics as M
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
 from encoderlab.models.networks import ElectraPair, SequenceClassifier, materialize_gdes
+from encoderlab.precision import PrecisionChoice, autocast, resolve_precision
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneConfig(Config):
+    RENAMED = {"bf16": renamed_bf16}
+
     learning_rate: float | None = None  # None: by model size (ELECTRA paper)
     layer_decay: float = 0.8
     warmup: float = 0.1  # fraction of the steps
@@ -60,7 +65,7 @@ class FinetuneConfig(Config):
     weight_decay: float = 0.01
     adam_eps: float = 1e-6
     grad_clip: float = 1.0
-    bf16: bool = True
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where it is faster (precision.py)
     bucket: bool = True
     max_train_examples: int | None = None  # a fixed random subset (the same for every seed)
     max_eval_examples: int | None = None
@@ -175,10 +180,6 @@ def collate(encoded: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
-def autocast(enabled: bool, device: torch.device | None = None):
-    return torch.autocast(device.type if device is not None else "cpu", dtype=torch.bfloat16, enabled=enabled)
-
-
 # ---- models --------------------------------------------------------------------------------------
 def pretrained_encoder_source(model: nn.Module) -> nn.Module:
     """The network whose encoder is fine-tuned: an ELECTRA pair's discriminator, else the model."""
@@ -228,15 +229,15 @@ def _subset(xs: list, n: int | None, seed: int = 0) -> list:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, encoded: list[Encoded], pad_id: int, batch_size: int, bf16: bool,
+def predict(model: nn.Module, encoded: list[Encoded], pad_id: int, batch_size: int, precision: str = "fp32",
             bucket: bool = True) -> np.ndarray:
-    """Logits (N, C) in the input order, computed on the model's device."""
+    """Logits (N, C) in the input order, computed on the model's device in a resolved precision."""
     model.eval()
     device = next(model.parameters()).device
     out: list[tuple[np.ndarray, torch.Tensor]] = []
     for idx in length_batches([len(e.ids) for e in encoded], batch_size, None, bucket):
         batch = {k: v.to(device) for k, v in collate([encoded[i] for i in idx], pad_id).items()}
-        with autocast(bf16, device):
+        with autocast(precision, device):
             logits = model(**batch)  # (B, C)
         out.append((idx, logits.float()))
     result = np.zeros((len(encoded), out[0][1].shape[1]), dtype=np.float32)
@@ -278,6 +279,7 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
     torch.manual_seed(seed)
     device = resolve_device(cfg.device)
     model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout).to(device)
+    precision = resolve_for(model, cfg, device)
     train = _subset(data.train, cfg.max_train_examples)
     max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)
     enc = _encode(tok, train, max_length)
@@ -303,7 +305,7 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
             for g in opt.param_groups:
                 g["lr"] = g["base_lr"] * f
             batch = {k: v.to(device, non_blocking=True) for k, v in collate([enc[i] for i in idx], tok.pad_id).items()}
-            with autocast(cfg.bf16, device):
+            with autocast(precision, device):
                 logits = model(**batch)  # (B, C)
             y = labels[torch.as_tensor(idx, device=device)]
             if spec.kind == "regression":
@@ -322,7 +324,7 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
     train_time = time.perf_counter() - t0
     t1 = time.perf_counter()
     scores = eval_scores(data, cfg, lambda exs: predict(model, _encode(tok, exs, max_length), tok.pad_id,
-                                                        cfg.eval_batch_size, cfg.bf16, cfg.bucket))
+                                                        cfg.eval_batch_size, precision.precision, cfg.bucket))
     eval_n = sum(len(_subset(exs, cfg.max_eval_examples)) for exs in data.evals.values())
     eval_time = time.perf_counter() - t1
     result = {
@@ -330,11 +332,18 @@ def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: F
         "epochs": epochs, "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
         "train_examples_per_s": seen / train_time, "eval_examples_per_s": eval_n / max(eval_time, 1e-9),
         "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
+        "precision": precision.precision, "precision_reason": precision.reason,
     }
     log(f"  seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
         + f"  ({total} steps, {result['train_examples_per_s']:.0f} train ex/s, "
           f"{result['eval_examples_per_s']:.0f} eval ex/s)")
     return result
+
+
+def resolve_for(model: nn.Module, cfg: FinetuneConfig, device: torch.device) -> PrecisionChoice:
+    """The precision of fine-tuning ``model``: the config's, ``auto`` probed at the model's width."""
+    enc = model.encoder.config
+    return resolve_precision(cfg.precision, device, hidden=enc.hidden_size, intermediate=enc.intermediate_size)
 
 
 # ---- several seeds -------------------------------------------------------------------------------
@@ -377,15 +386,20 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
     check_vocab(tok, pretrained, str(tokenizer_dir or model_dir))
     data = load_task(spec, data_dir)
     log(data.summary())
+    positions = pretrained_encoder_source(pretrained).encoder.config.max_position_embeddings
+    if cfg.max_length > positions:
+        log(f"  max_length {cfg.max_length} capped at the model's {positions} positions")
     if cfg.max_train_examples is not None or cfg.max_eval_examples is not None:
         log(f"  capped: {cfg.max_train_examples} train / {cfg.max_eval_examples} eval examples per split")
     runs = [train_seed(pretrained, tok, data, cfg, s, log) for s in seed_list]
+    log(f"  precision {runs[0]['precision']} ({runs[0]['precision_reason']})")
     metric_names = list(runs[0]["scores"])
     summary = {k: spread([r["scores"][k] for r in runs]) for k in metric_names}
     return {
         "task": spec.name, "model": str(model_dir) if not isinstance(model_dir, nn.Module) else "<in-memory>",
         "family": pretrained_encoder_source(pretrained).config.family,
-        "config": cfg.to_dict(), "task_spec": spec.to_dict(), "labels": list(data.labels),
+        "config": cfg.to_dict(), "precision": runs[0]["precision"], "precision_reason": runs[0]["precision_reason"],
+        "task_spec": spec.to_dict(), "labels": list(data.labels),
         "num_train": min(len(data.train), cfg.max_train_examples or len(data.train)),
         "num_eval": {k: min(len(v), cfg.max_eval_examples or len(v)) for k, v in data.evals.items()},
         "files": data.files, "versions": versions(), "seeds": runs, "summary": summary,

@@ -23,10 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from encoderlab.eval.finetune import autocast, collate
-from encoderlab.eval.tasks import iter_jsonl
+from encoderlab.eval.finetune import collate
+from encoderlab.eval.tasks import TaskDataError, iter_jsonl
 from encoderlab.eval.tokenization import TextTokenizer
 from encoderlab.models.networks import Discriminator, ElectraPair, EncoderModel, MaskedLM
+from encoderlab.precision import autocast
 
 
 class NoSuchHeadError(ValueError):
@@ -63,7 +64,7 @@ def discriminator_network(model: nn.Module) -> Discriminator:
 # ---- pseudo-log-likelihood ---------------------------------------------------------------------
 @torch.no_grad()
 def pseudo_log_likelihoods(model: nn.Module, tok: TextTokenizer, texts: list[str], *, batch_size: int = 128,
-                           max_length: int = 128, bf16: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                           max_length: int = 128, precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
     """(PLL per text, number of scored tokens per text). ``batch_size`` counts masked copies."""
     mlm = mlm_network(model)
     mlm.eval()
@@ -82,7 +83,7 @@ def pseudo_log_likelihoods(model: nn.Module, tok: TextTokenizer, texts: list[str
         pos = torch.tensor([p for _, p in chunk])
         target = batch["input_ids"][rows, pos].clone()  # (B,)
         batch["input_ids"][rows, pos] = tok.mask_id
-        with autocast(bf16):
+        with autocast(precision, "cpu"):
             logits = mlm(**batch, positions=rows * T + pos).logits  # (B, V): one position per copy
         logp = F.log_softmax(logits.float(), -1)[rows, target]
         np.add.at(pll, [s for s, _ in chunk], logp.numpy().astype(np.float64))
@@ -99,7 +100,7 @@ def pseudo_perplexity(model: nn.Module, tok: TextTokenizer, texts: list[str], **
 
 @torch.no_grad()
 def discriminator_log_original(model: nn.Module, tok: TextTokenizer, texts: list[str], *, batch_size: int = 64,
-                               max_length: int = 128, bf16: bool = False) -> np.ndarray:
+                               max_length: int = 128, precision: str = "fp32") -> np.ndarray:
     """Per text: sum over its non-special tokens of log P(original) = log sigmoid(-logit)."""
     disc = discriminator_network(model)
     disc.eval()
@@ -108,7 +109,7 @@ def discriminator_log_original(model: nn.Module, tok: TextTokenizer, texts: list
     for start in range(0, len(enc), batch_size):
         chunk = enc[start : start + batch_size]
         batch = collate(chunk, tok.pad_id)
-        with autocast(bf16):
+        with autocast(precision, "cpu"):
             logits = disc(**batch).float()  # (B, T)
         keep = torch.zeros_like(logits, dtype=torch.bool)
         for i, e in enumerate(chunk):
@@ -124,10 +125,10 @@ def read_minimal_pairs(path: str | Path) -> list[dict]:
     for line, obj in iter_jsonl(path):
         for key in ("sentence_good", "sentence_bad"):
             if not str(obj.get(key) or "").strip():
-                raise ValueError(f"{path}:{line}: missing or empty {key!r}")
+                raise TaskDataError(f"{path}:{line}: missing or empty {key!r}")
         pairs.append(obj)
     if not pairs:
-        raise ValueError(f"{path}: no minimal pairs")
+        raise TaskDataError(f"{path}: no minimal pairs")
     return pairs
 
 

@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -30,17 +31,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.checkpoint import load_model
-from encoderlab.config import Config
+from encoderlab.config import Config, ConfigError, renamed_bf16
 from encoderlab.eval import metrics as M
-from encoderlab.eval.finetune import adamw, autocast, collate, spread, versions
+from encoderlab.eval.finetune import adamw, collate, spread, versions
 from encoderlab.eval.intrinsic import discriminator_network, mlm_network
 from encoderlab.eval.tasks import Example, TaskSpec, get_task, load_task
 from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
 from encoderlab.models.networks import Discriminator, ElectraPair
+from encoderlab.precision import autocast, resolve_precision
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PromptConfig(Config):
+    RENAMED = {"bf16": renamed_bf16}
+
     template: str | None = None  # None: the task's
     verbalizer: tuple[str, ...] = ()  # empty: the task's
     steps: int = 100  # few-shot training steps (LM-BFF uses 1000 at batch 8; lower for CPU studies)
@@ -48,7 +52,7 @@ class PromptConfig(Config):
     batch_size: int = 8
     max_length: int = 128
     max_eval_examples: int | None = None
-    bf16: bool = True
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where it is faster (encoderlab/precision.py)
 
 
 @dataclass
@@ -58,9 +62,13 @@ class Prompt:
 
 
 def build_prompts(tok: TextTokenizer, template: str, examples: list[Example], max_length: int) -> list[Prompt]:
-    """[CLS] template-with-texts [SEP]; texts (not the template) are truncated, longest first."""
-    if "[MASK]" not in template:
-        raise ValueError(f"template {template!r} has no [MASK]")
+    """[CLS] template-with-texts [SEP]; texts (not the template) are truncated, longest first, so that
+    every occurrence of {a} and {b} fits. A template with no or several [MASK], or one that does not
+    fit in max_length with its texts empty, is refused (ConfigError, naming the template)."""
+    n_mask = template.count("[MASK]")
+    if n_mask != 1:
+        raise ConfigError(f"template {template!r} has {n_mask} [MASK]: a prompt needs exactly one "
+                          "(its label word is scored there)" if n_mask else f"template {template!r} has no [MASK]")
     if tok.mask_id is None:
         raise ValueError(f"tokenizer {tok.source} has no mask token")
     parts = [p for p in re.split(r"(\{a\}|\{b\}|\[MASK\])", template) if p]
@@ -68,11 +76,15 @@ def build_prompts(tok: TextTokenizer, template: str, examples: list[Example], ma
     a_ids = [e.ids for e in tok.tok.encode_batch([x.text_a for x in examples], add_special_tokens=False)]
     has_b = "{b}" in template
     b_ids = [e.ids for e in tok.tok.encode_batch([x.text_b or "" for x in examples], add_special_tokens=False)]
-    fixed = 2 + 1 + sum(len(v) for v in literal.values())
+    fixed = 2 + 1 + sum(len(literal[p]) for p in parts if p in literal)  # [CLS] [SEP] [MASK] and every literal
+    n_a, n_b = parts.count("{a}"), parts.count("{b}")  # a text repeated in the template costs each time
+    if fixed > max_length or (fixed == max_length and n_a + n_b):
+        raise ConfigError(f"template {template!r} takes {fixed} tokens with [CLS], [SEP] and [MASK], leaving "
+                          f"no room for its texts within max_length={max_length}: shorten it or raise max_length")
     out = []
     for a, b in zip(a_ids, b_ids):
         a, b = list(a), list(b) if has_b else []
-        while fixed + len(a) + len(b) > max_length:  # longest first
+        while fixed + n_a * len(a) + n_b * len(b) > max_length:  # longest first
             (a if len(a) >= len(b) else b).pop()
         ids = [tok.cls_id]
         mask_pos = -1
@@ -97,36 +109,37 @@ def _batch(prompts: list[Prompt], pad_id: int, word: torch.Tensor | None = None)
 
 
 def label_scores(net: nn.Module, method: str, prompts: list[Prompt], words: torch.Tensor, pad_id: int,
-                 bf16: bool) -> torch.Tensor:
+                 precision: str) -> torch.Tensor:
     """(B, C) scores, higher = more likely label. MLM: logits of the label words at the mask.
     Discriminator: -logit(replaced) of each label word placed in the slot."""
     if method == "mlm":
         batch, pos = _batch(prompts, pad_id)
         T = batch["input_ids"].shape[1]
-        with autocast(bf16):
+        with autocast(precision, "cpu"):
             logits = net(**batch, positions=torch.arange(len(prompts)) * T + pos).logits  # (B, V)
         return logits.float()[:, words]  # (B, C)
     cols = []
     for w in words:
         batch, pos = _batch(prompts, pad_id, w.expand(len(prompts)))
-        with autocast(bf16):
+        with autocast(precision, "cpu"):
             logits = net(**batch)  # (B, T)
         cols.append(-logits.float()[torch.arange(len(prompts)), pos])
     return torch.stack(cols, 1)  # (B, C)
 
 
 @torch.no_grad()
-def prompt_predict(net, method, prompts, words, pad_id, bf16, batch_size: int = 64) -> np.ndarray:
+def prompt_predict(net, method, prompts, words, pad_id, precision: str, batch_size: int = 64) -> np.ndarray:
     net.eval()
     order = np.argsort([len(p.ids) for p in prompts], kind="stable")
     pred = np.zeros(len(prompts), dtype=np.int64)
     for i in range(0, len(order), batch_size):
         idx = order[i : i + batch_size]
-        pred[idx] = label_scores(net, method, [prompts[j] for j in idx], words, pad_id, bf16).argmax(-1).numpy()
+        pred[idx] = label_scores(net, method, [prompts[j] for j in idx], words, pad_id, precision).argmax(-1).numpy()
     return pred
 
 
-def prompt_train(net, method, prompts, labels, words, pad_id, cfg: PromptConfig, seed: int) -> list[float]:
+def prompt_train(net, method, prompts, labels, words, pad_id, cfg: PromptConfig, seed: int,
+                 precision: str = "fp32") -> list[float]:
     """Prompt-based fine-tuning on the k-shot set: ``cfg.steps`` AdamW steps at a constant rate."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -138,7 +151,7 @@ def prompt_train(net, method, prompts, labels, words, pad_id, cfg: PromptConfig,
         if len(order) < cfg.batch_size:
             order = np.concatenate([order, rng.permutation(len(prompts))])
         idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
-        scores = label_scores(net, method, [prompts[j] for j in idx], words, pad_id, cfg.bf16)  # (B, C)
+        scores = label_scores(net, method, [prompts[j] for j in idx], words, pad_id, precision)  # (B, C)
         y = y_all[idx]
         if method == "mlm":
             loss = F.cross_entropy(scores, y)
@@ -181,6 +194,8 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
     if method == "auto":
         method = "discriminator" if isinstance(model, Discriminator | ElectraPair) else "mlm"
     base = mlm_network(model) if method == "mlm" else discriminator_network(model)
+    enc = base.encoder.config
+    precision = resolve_precision(cfg.precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)
     data = load_task(spec, data_dir)
     if len(verbalizer) != len(data.labels):
         raise ValueError(f"{len(verbalizer)} label words {list(verbalizer)} for labels {list(data.labels)}")
@@ -197,10 +212,10 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
             shots = sample_k_shot(data.train, k, len(data.labels), seed)
             net = copy.deepcopy(base)
             losses = prompt_train(net, method, build_prompts(tok, template, shots, cfg.max_length),
-                                  [e.label for e in shots], words, tok.pad_id, cfg, seed)
+                                  [e.label for e in shots], words, tok.pad_id, cfg, seed, precision.precision)
         scores = {}
         for s, prompts in eval_prompts.items():
-            pred = prompt_predict(net, method, prompts, words, tok.pad_id, cfg.bf16)
+            pred = prompt_predict(net, method, prompts, words, tok.pad_id, precision.precision)
             key = "acc" if len(evals) == 1 else f"{s}_acc"
             scores[key] = M.accuracy(pred, [e.label for e in evals[s]])
         runs.append({"seed": seed, "scores": scores, "first_loss": losses[0] if losses else None,
@@ -209,6 +224,7 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
     summary = {n: spread([r["scores"][n] for r in runs]) for n in runs[0]["scores"]}
     return {"task": spec.name, "model": str(model_dir) if not isinstance(model_dir, nn.Module) else "<in-memory>",
             "method": method, "k": k, "template": template, "verbalizer": list(verbalizer),
-            "config": cfg.to_dict(), "seeds": runs, "summary": summary, "versions": versions(),
+            "config": cfg.to_dict(), "precision": precision.precision, "precision_reason": precision.reason,
+            "seeds": runs, "summary": summary, "versions": versions(),
             "num_eval": {s: len(v) for s, v in evals.items()}}
 

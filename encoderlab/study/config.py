@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Literal
 
-from encoderlab.config import Config, ConfigError
+from encoderlab.config import Config, ConfigError, renamed_bf16
 from encoderlab.eval.finetune import FinetuneConfig
 from encoderlab.objectives.base import ObjectiveConfig
 from encoderlab.train.config import ModelSpec
@@ -41,6 +42,8 @@ class TaskRef(Config):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StudyConfig(Config):
+    RENAMED = {"bf16": renamed_bf16}
+
     name: str = "study"
     out_dir: str = "runs/study"
     # Text: corpus paths (files, dirs, globs in any format encoderlab prepare reads), or empty for
@@ -64,7 +67,9 @@ class StudyConfig(Config):
     finetune_fractions: tuple[float, ...] = (0.5, 1.0)
     lr: float = 1e-3
     warmup_fraction: float = 0.06
-    bf16: bool = True
+    # Pretraining, minimal pairs and the speed stage (fine-tuning: finetune.precision). auto: bf16
+    # autocast where this machine runs bf16 products faster than fp32 (encoderlab/precision.py).
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     seed: int = 0
     variants: tuple[VariantSpec, ...] = ()
     tasks: tuple[TaskRef, ...] = ()

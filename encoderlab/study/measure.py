@@ -62,7 +62,8 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
     r = finetune(model, spec, cfg.finetune, cfg.seeds, data_dir=data_dir, tokenizer_dir=data["tokenizer"],
                  log=lambda *a: None)
     return {"task": r["task"], "score": r["score"], "summary": r["summary"],
-            "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"]}
+            "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"],
+            "precision": r["precision"], "precision_reason": r["precision_reason"]}
 
 
 def task_baselines(cfg: StudyConfig, data: dict) -> dict:
@@ -144,16 +145,19 @@ def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
     from encoderlab.eval.intrinsic import minimal_pairs_accuracy
     from encoderlab.eval.tokenization import load_tokenizer
     from encoderlab.models.networks import ElectraPair
+    from encoderlab.precision import resolve_precision
 
     path = Path(cfg.minimal_pairs) if cfg.minimal_pairs else Path(cfg.out_dir) / "data" / "minimal_pairs.jsonl"
     if not cfg.minimal_pairs and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)  # no data/ dir when the study reuses a store
         derived_minimal_pairs(data, path)
     tok = load_tokenizer(data["tokenizer"])
-    out = {}
+    enc = model.discriminator.encoder.config if isinstance(model, ElectraPair) else model.encoder.config
+    precision = resolve_precision(cfg.precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)
+    out = {"precision": precision.precision}
     methods = ["mlm", "discriminator"] if isinstance(model, ElectraPair) else ["mlm"]
     for m in methods:  # for ELECTRA: "mlm" scores its generator, "discriminator" the discriminator
-        r = minimal_pairs_accuracy(model, tok, path, method=m, bf16=cfg.bf16)
+        r = minimal_pairs_accuracy(model, tok, path, method=m, precision=precision.precision)
         out["generator" if m == "mlm" and isinstance(model, ElectraPair) else m] = {
             "accuracy": r["accuracy"], "n": r["n"]}
     return out

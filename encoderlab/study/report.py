@@ -213,6 +213,23 @@ def _speed_note(cfg: StudyConfig, V: dict) -> str:
     return text
 
 
+def _precision_note(cfg: StudyConfig, V: dict) -> str:
+    """The precision each part ran in, from the runs' own records (auto resolves per machine)."""
+    def named(values: dict[str, set]) -> str:
+        every = set().union(*values.values()) if values else set()
+        if len(every) == 1:
+            return f"{next(iter(every))} for every variant"
+        return "; ".join(f"{n} {'/'.join(sorted(v)) or '?'}" for n, v in values.items()) or "not recorded"
+
+    pre = {n: {t["precision"] for t in r["curve"]["train"] if "precision" in t} for n, r in V.items()}
+    fts = [f for r in V.values() for f in r.get("finetune", {}).values() if f and "precision" in f]
+    ft = {n: {f["precision"] for f in r.get("finetune", {}).values() if f and "precision" in f} for n, r in V.items()}
+    text = f"Precision (study: {cfg.precision}, fine-tuning: {cfg.finetune.precision}): pretraining {named(pre)}"
+    if fts:
+        text += f"; fine-tuning {named(ft)} ({fts[0]['precision_reason']})"
+    return text + "."
+
+
 def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
     env = environment()
     base = results.get("mlm_baselines")
@@ -228,7 +245,7 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
              f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
              f"{results['data']['store']} ({_fmt(results['data'].get('tokens'))} tokens).",
-             _speed_note(cfg, V), ""]
+             _speed_note(cfg, V), _precision_note(cfg, V), ""]
     if results["data"].get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]

@@ -22,8 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from encoderlab.config import ConfigError
+from encoderlab.config import ConfigError, renamed_bf16
 from encoderlab.study.config import StudyConfig, VariantSpec
+from encoderlab.study.progress import Progress, pretraining_status
 
 
 class Stages:
@@ -48,30 +49,6 @@ def fingerprint(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-class Progress:
-    """Stage lines a person can follow, with an ETA for the whole study from the planned work."""
-
-    def __init__(self, total_units: float, log):
-        self.total, self.done, self.worked, self.start, self.log = total_units, 0.0, 0.0, time.perf_counter(), log
-
-    def stage(self, text: str) -> None:
-        self.log(f"[study {self.eta()}] {text}")
-
-    def advance(self, units: float, *, cached: bool = False) -> None:
-        """Count finished work; a stage found finished by an earlier run (cached) took no time in
-        this one, so it does not set the rate the ETA extrapolates."""
-        self.done += units
-        if not cached:
-            self.worked += units
-
-    def eta(self) -> str:
-        elapsed = time.perf_counter() - self.start
-        if self.worked <= 0:
-            return f"{elapsed:5.0f}s elapsed"
-        remaining = elapsed * max(self.total - self.done, 0) / self.worked
-        return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"
-
-
 def run_study(cfg: StudyConfig, *, log=print) -> dict:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -80,7 +57,13 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     # Units for the ETA: one per variant pretraining (the bulk), smaller ones for the rest.
     n_ft = (len(cfg.variants) * len(cfg.finetune_fractions) + sum(v.unshare for v in cfg.variants)) * len(cfg.tasks)
     progress = Progress(len(cfg.variants) * 10 + n_ft * 2 + len(cfg.variants) + 2, log)
+    try:
+        return _run_stages(cfg, out, stages, progress)
+    finally:
+        progress.close()
 
+
+def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = {v.name: recipe_for(cfg, v, data, out / "runs" / v.name) for v in cfg.variants}
     pretrain_all(cfg, recipes, stages, progress)
@@ -188,7 +171,8 @@ def recipe_for(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> d
                  # steps counted at full length; the short ones cost a little less, so the warm-up's
                  # share of the budget is slightly below short_seq_fraction for every variant alike
                  "short_seq_steps": round(cfg.short_seq_fraction * steps)},
-        "trainer": {"run_dir": str(run_dir), "seed": cfg.seed, "max_flops": cfg.budget_flops, "bf16": cfg.bf16,
+        "trainer": {"run_dir": str(run_dir), "seed": cfg.seed, "max_flops": cfg.budget_flops,
+                    "precision": cfg.precision,
                     "log_every": max(1, every // 4), "eval_every": every, "checkpoint_every": every,
                     "keep_last": 10_000, "progress": False},
     }
@@ -222,6 +206,8 @@ def pretrain_all(cfg: StudyConfig, recipes: dict[str, dict], stages: Stages, pro
         progress.stage(f"pretrain {name} failed (exit {proc.returncode}); see {log}")
 
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    progress.detail = lambda: [pretraining_status(n, Path(recipes[n]["trainer"]["run_dir"]), cfg.budget_flops)
+                               for n in list(running)]
     try:
         while running or (todo and not failed):
             while todo and not failed and len(running) < cfg.pretrain_jobs:
@@ -245,6 +231,7 @@ def pretrain_all(cfg: StudyConfig, recipes: dict[str, dict], stages: Stages, pro
             reap(name, proc, started)
         raise
     finally:
+        progress.detail = None
         signal.signal(signal.SIGTERM, previous)
     if failed:
         skipped = f"\nnot started: {', '.join(todo)}" if todo else ""
@@ -264,6 +251,8 @@ def check_run_dir(name: str, recipe: dict) -> None:
     if not saved.exists() or not list_checkpoints(run_dir):
         return
     old, new = _flat(yaml.safe_load(saved.read_text())), _flat(recipe)
+    if "trainer.bf16" in old:  # written before trainer.precision: read as the trainer reads it
+        old["trainer.precision"] = renamed_bf16(old.pop("trainer.bf16"))[1]
     changed = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in sorted(old.keys() | new.keys())
                if old.get(k) != new.get(k)]
     if changed:
@@ -355,14 +344,19 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, dict], data: dict, stages:
     progress.stage(f"fine-tune {len(todo)} checkpoint-task pairs, {jobs} at once ({cfg.seeds} seeds each): "
                    + ", ".join(u["label"] for u in todo[:jobs]) + (", ..." if len(todo) > jobs else ""))
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    finished = []
+    progress.detail = lambda: [f"fine-tuning: {len(finished)} of {len(todo)} checkpoint-task pairs done, "
+                               f"{jobs} at once"]
     try:  # leaving the with block terminates the workers, also on an error or a signal
         with multiprocessing.get_context("spawn").Pool(jobs, _set_threads, (cfg.threads_per_job(jobs),)) as pool:
             for u, r in pool.imap_unordered(_finetune_unit, [(u, cfg, data) for u in todo]):
                 stages.put(u["key"], u["fp"], r)
+                finished.append(u["key"])
                 progress.advance(2)
                 scores = ", ".join(f"{m} {s['median']:.3f} ± {s['std']:.3f}" for m, s in r["summary"].items())
                 progress.stage(f"fine-tuned {u['label']}: {scores} (median ± std of {cfg.seeds} seeds)")
     finally:
+        progress.detail = None
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -421,7 +415,8 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, sta
     threads = cfg.threads_per_job()
     timed = {n: r for n, r in recipes.items() if not r["objective"].get("two_stage_generator_steps")}
     finals = {n: r["checkpoints"][str(max(cfg.eval_fractions))]["path"] for n, r in variants.items()}
-    key_fp = fingerprint(timed, finals, threads, cfg.latency, cfg.speed_seconds)
+    dtypes = speed.latency_precisions(cfg.precision, [measure.deployed_encoder(ck).config for ck in finals.values()])
+    key_fp = fingerprint(timed, finals, threads, cfg.latency, cfg.speed_seconds, dtypes)
     got = stages.get("speed", key_fp)
     cached = got is not None
     if got is None:
@@ -434,7 +429,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, dict], variants: dict, sta
                    "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
             if cfg.latency:
                 encoders = {n: measure.deployed_encoder(ck) for n, ck in finals.items()}
-                got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4)
+                got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4, dtypes=dtypes)
         finally:
             torch.set_num_threads(before)
         stages.put("speed", key_fp, got)

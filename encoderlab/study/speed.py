@@ -69,16 +69,28 @@ def training_speed(recipes: dict[str, dict], *, rounds: int = ROUNDS, seconds: f
     return {name: {"tokens_per_s": max(r), "rounds": r, "device": devices[name]} for name, r in rates.items()}
 
 
+def latency_precisions(precision: str, configs: list) -> tuple[str, ...]:
+    """The precisions inference is timed in: fp32 always, and bf16 where the study's precision is
+    bf16 on this machine for the widest encoder (auto on a CPU without fast bf16 products: fp32
+    only; timing bf16 there would take minutes to report a precision no one would deploy)."""
+    from encoderlab.precision import resolve_precision
+
+    widest = max(configs, key=lambda c: c.hidden_size)
+    chosen = resolve_precision(precision, "cpu", hidden=widest.hidden_size, intermediate=widest.intermediate_size)
+    return ("fp32", "bf16") if chosen.bf16 else ("fp32",)
+
+
 @torch.inference_mode()
-def inference_latency(encoders: dict, *, rounds: int = ROUNDS, seconds: float = 0.5) -> dict[str, dict]:
+def inference_latency(encoders: dict, *, rounds: int = ROUNDS, seconds: float = 0.5,
+                      dtypes: tuple[str, ...] = ("fp32", "bf16")) -> dict[str, dict]:
     """{variant: {"fp32_b1": ms, "fp32_b32": ms, "bf16_b1": ms, "bf16_b32": ms}}: each encoder's
-    forward time at sequence 128 (or its maximum), batch 1 and 32, fp32 and bf16 autocast: the
-    median call of a round, the best round; every variant in turn each round (on the CPU)."""
+    forward time at sequence 128 (or its maximum), batch 1 and 32, in each of ``dtypes`` (bf16:
+    autocast): the median call of a round, the best round; every variant in turn each round (on the CPU)."""
     times: dict[str, dict[str, list[float]]] = {name: {} for name in encoders}
     for _ in range(rounds):
         for name, enc in encoders.items():
             T = min(128, enc.config.max_position_embeddings)
-            for dtype in ("fp32", "bf16"):
+            for dtype in dtypes:
                 for B in (1, 32):
                     g = torch.Generator().manual_seed(0)
                     ids = torch.randint(5, enc.config.vocab_size, (B, T), generator=g)

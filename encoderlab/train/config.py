@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from encoderlab.config import Config, ConfigError
+from encoderlab.config import Config, ConfigError, renamed_bf16
 from encoderlab.models.config import ModelConfig
 from encoderlab.objectives.base import ObjectiveConfig
 
@@ -101,6 +101,8 @@ class InitConfig(Config):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainerConfig(Config):
+    RENAMED = {"bf16": renamed_bf16}
+
     run_dir: str = "runs/pretrain"
     seed: int = 0
     # Budgets: the run stops at the first one reached; at least one is required.
@@ -109,7 +111,9 @@ class TrainerConfig(Config):
     max_flops: float | None = None
     max_time_s: float | None = None
     grad_accum: int = 1
-    bf16: bool = True  # autocast matmuls to bf16; weights and optimizer stay fp32
+    # auto: bf16 autocast where this device runs bf16 products faster than fp32, else fp32
+    # (encoderlab/precision.py); weights and optimizer states stay fp32 in every precision.
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     compile: bool = False
     device: str = "auto"  # auto | cpu | cuda
     log_every: int = 50

@@ -14,6 +14,7 @@ import torch
 from encoderlab.data.masking import MaskingConfig
 from encoderlab.objectives import build_objective
 from encoderlab.objectives.base import ObjectiveConfig
+from encoderlab.precision import autocast
 
 EVAL_SEED = 12345
 
@@ -28,7 +29,8 @@ def eval_config(cfg: ObjectiveConfig) -> ObjectiveConfig:
 
 
 @torch.no_grad()
-def evaluate(model, cfg: ObjectiveConfig, batches: list[dict], *, device, bf16: bool) -> dict[str, float]:
+def evaluate(model, cfg: ObjectiveConfig, batches: list[dict], *, device, precision: str = "fp32") -> dict[str, float]:
+    """Held-out metrics; ``precision`` is a resolved one (fp32 or bf16)."""
     objective = build_objective(eval_config(cfg))
     was_training = model.training
     model.eval()
@@ -38,7 +40,7 @@ def evaluate(model, cfg: ObjectiveConfig, batches: list[dict], *, device, bf16: 
     for i, batch in enumerate(batches):
         batch = {k: v.to(device) for k, v in batch.items()}
         g.manual_seed(EVAL_SEED + i)
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+        with autocast(precision, device):
             out = objective(model, batch, g)
         for name, (num, den) in out.metrics.items():
             acc = sums.setdefault(name, [torch.zeros((), device=device), torch.zeros((), device=device)])

@@ -1,4 +1,5 @@
-"""The pretraining loop: budgets, accumulation, bf16 autocast, NaN guard, checkpoints, exact resume.
+"""The pretraining loop: budgets, accumulation, precision (auto: bf16 autocast where it pays), NaN
+guard, checkpoints, exact resume.
 
 One step = grad_accum micro-batches per rank, one optimizer update. Each micro-batch's masking and
 sampling draw from a generator seeded by (seed, global micro-batch index), so a step's randomness
@@ -22,6 +23,7 @@ from encoderlab.checkpoint import CheckpointError
 from encoderlab.device import resolve_device
 from encoderlab.nn.encoder import Encoder
 from encoderlab.objectives import build_networks, build_objective, with_defaults
+from encoderlab.precision import autocast, resolve_precision
 from encoderlab.train import distributed
 from encoderlab.train.config import ModelSpec, PretrainConfig
 from encoderlab.train.data import describe, make_source
@@ -80,6 +82,9 @@ class Trainer:
         self.model_cfg, self.ocfg, self.tokenizer_dir = model_cfg, ocfg, info["tokenizer_dir"]
         self.run_dir = Path(t.run_dir)
         self.model = build_networks(model_cfg, ocfg).to(self.device)
+        enc = model_cfg.encoder
+        self.precision = resolve_precision(t.precision, self.device, hidden=enc.hidden_size,
+                                           intermediate=enc.intermediate_size)
         self.model.train()
         self.notes = initialize_from(self.model, cfg.init)
         if t.compile:
@@ -153,6 +158,10 @@ class Trainer:
             self.cfg.to_yaml(self.run_dir / "config.yaml")
             for note in self.notes:
                 print(f"encoderlab pretrain: {note}", file=sys.stderr)
+            print(f"encoderlab pretrain: precision {self.precision.precision} ({self.precision.reason})",
+                  file=sys.stderr)
+        # Every (re)start records the precision it ran in: a resumed run may be on another machine.
+        self.logger.log("run", {"step": self.step, "device": self.device.type, **self.precision.to_dict()})
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in old:
             signal.signal(s, self._on_signal)
@@ -229,7 +238,7 @@ class Trainer:
             batch = {k: v.to(self.device, non_blocking=True) for k, v in next(self.iterator).items()}
             micro = (self.step * t.grad_accum + a) * world + self.dist.rank
             self.gen.manual_seed(_seed_of(t.seed, micro))
-            with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=t.bf16):
+            with autocast(self.precision, self.device):
                 out = self.objective(self.model, batch, self.gen, self.step)
             (out.loss / t.grad_accum).backward()
             for name, (num, den) in out.metrics.items():
@@ -285,7 +294,8 @@ class Trainer:
         rec = {"step": self.step, "progress": self.progress(), "tokens": self.tokens, "flops": self.flops,
                "elapsed_s": round(self.elapsed(), 3),
                "tokens_per_s": (self.tokens - self._last_log[1]) / dt, "skipped_steps": self.skipped,
-               "peak_memory_mb": peak_memory_mb(self.device), "device": self.device.type}
+               "peak_memory_mb": peak_memory_mb(self.device), "device": self.device.type,
+               "precision": self.precision.precision}
         for n, (num, den) in zip(names, vals):
             rec[n] = num / den if den else float("nan")
         self.logger.log("train", rec)
@@ -296,7 +306,8 @@ class Trainer:
         if not self.eval_batches:
             self.last_eval = {}
             return {}
-        ev = evaluate(self.model, self.ocfg, self.eval_batches, device=self.device, bf16=self.cfg.trainer.bf16)
+        ev = evaluate(self.model, self.ocfg, self.eval_batches, device=self.device,
+                      precision=self.precision.precision)
         self.logger.log("eval", {"step": self.step, "tokens": self.tokens, "flops": self.flops, **ev})
         self.last_eval = dict(ev, step=self.step)
         return ev
@@ -309,7 +320,8 @@ class Trainer:
         data_states = distributed.all_gather_object(self.source.state_dict())
         if not self.dist.is_main:
             return None
-        info = {"world_size": self.dist.world_size, "tokens": self.tokens, "flops": self.flops,
+        info = {"world_size": self.dist.world_size, "precision": self.precision.precision, "tokens": self.tokens,
+                "flops": self.flops,
                 "skipped": self.skipped, "bad_in_row": self.bad_in_row, "elapsed_s": self.elapsed(),
                 "data": data_states, "optimizer": opt_info, "metrics": sorted(self.sums)}
         return save_checkpoint(self.run_dir, self.step, self.model, tensors=tensors, info=info,
