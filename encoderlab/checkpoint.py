@@ -26,15 +26,19 @@ import copy
 import hashlib
 import json
 import os
+import re
 import shutil
+from glob import escape as glob_escape
 from pathlib import Path
 
 import torch
 import yaml
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from encoderlab.config import ConfigError
+from encoderlab.errors import EncoderlabError
 from encoderlab.interop import hf
 from encoderlab.models.config import ModelConfig
 from encoderlab.models.networks import ElectraPair, build_model, gdes_tables, materialize_gdes
@@ -46,7 +50,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "spec
 FORMAT_VERSION = 1
 
 
-class CheckpointError(ValueError):
+class CheckpointError(EncoderlabError):
     """A checkpoint directory is missing, corrupt or not loadable."""
 
 
@@ -56,6 +60,7 @@ def save_model(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path 
     """Write ``model`` (built by build_model) to ``path`` atomically and return the path."""
     path = Path(path)
     cfg: ModelConfig = model.config
+    _clean_stale(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -128,6 +133,32 @@ def _copy_tokenizer(tokenizer_dir, dest: Path) -> None:
             shutil.copy2(src / name, dest / name)
 
 
+def _clean_stale(path: Path) -> None:
+    """Remove what a writer of ``path`` killed mid-save left (a hidden tmp or old copy of a process
+    that no longer runs). A kill between the two renames of _replace_dir leaves no ``path`` but a
+    complete old copy: that copy is put back, so a rerun never finds the checkpoint simply gone."""
+    for stale in sorted(path.parent.glob(f".{glob_escape(path.name)}.*-*")):
+        kind, _, pid = stale.name.rpartition("-")
+        if not pid.isdigit() or _alive(int(pid)) or not kind.endswith((".tmp", ".old")):
+            continue
+        if kind.endswith(".old") and not path.exists():
+            os.replace(stale, path)
+        else:
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # our own leftover from an earlier failed save
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _replace_dir(tmp: Path, path: Path) -> None:
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
     if path.exists():
@@ -148,10 +179,31 @@ def _sha256(p: Path) -> str:
 def load_config(path: str | Path) -> ModelConfig:
     path = Path(path)
     if (path / META).exists():
-        return ModelConfig.from_dict(_read_meta(path)["model"], where=f"{path / META}: model")
+        try:
+            return ModelConfig.from_dict(_read_meta(path)["model"], where=f"{path / META}: model")
+        except ConfigError as e:  # a damaged description is a damaged checkpoint
+            raise CheckpointError(str(e)) from None
     if (path / "config.json").exists():
-        return hf.config_from_hf(json.loads((path / "config.json").read_text()), where=str(path / "config.json"))
+        return _read_hf_config(path / "config.json")
     raise CheckpointError(f"{path}: neither {META} nor config.json found: not a checkpoint directory")
+
+
+def _read_hf_config(f: Path) -> ModelConfig:
+    """config.json -> ModelConfig; anything malformed (bad JSON, a missing key, a wrong type) is a
+    CheckpointError naming the file, not a KeyError from deep inside the translation."""
+    try:
+        d = json.loads(f.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{f}: not valid JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{f}: expected a JSON object, got {type(d).__name__}")
+    try:
+        return hf.config_from_hf(d, where=str(f))
+    except KeyError as e:
+        raise CheckpointError(f"{f}: missing key {e}") from None
+    except (TypeError, ValueError, OverflowError) as e:  # a value of the wrong type or out of range
+        msg = str(e)
+        raise CheckpointError(msg if str(f) in msg else f"{f}: {msg}") from None
 
 
 def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
@@ -160,10 +212,15 @@ def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
     if not path.is_dir():
         raise CheckpointError(f"checkpoint directory {path} does not exist")
     cfg = load_config(path)
-    model = build_model(cfg)
     if not (path / META).exists():  # a plain transformers directory
-        model.load_state_dict(_read_hf_network(path, cfg))
+        # Shapes are checked against a meta-device reference before anything is allocated: a
+        # config.json that claims a huge model fails at once instead of filling memory first.
+        _check_layer_count(path, cfg)
+        state = _read_hf_network(path, cfg)
+        model = build_model(cfg)
+        model.load_state_dict(state)
         return model
+    model = build_model(cfg)
     meta = _read_meta(path)
     if verify:
         for rel, digest in meta.get("sha256", {}).items():
@@ -175,8 +232,9 @@ def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
     if isinstance(model, ElectraPair):
         gen_cfg = cfg.with_head("mlm", encoder=cfg.generator, generator=None)
         disc_cfg = cfg.with_head("discriminator", generator=None)
-        model.generator.load_state_dict(_read_network(path / "generator", gen_cfg, meta["weights"]["generator"]))
-        disc = _read_network(path / "discriminator", disc_cfg, meta["weights"]["discriminator"])
+        gen = _read_network(path / "generator", gen_cfg, _weights_kind(meta, path, "generator"))
+        model.generator.load_state_dict(gen)
+        disc = _read_network(path / "discriminator", disc_cfg, _weights_kind(meta, path, "discriminator"))
         if cfg.embedding_sharing == "gdes":
             extra = _load_safetensors(path / "extra.safetensors")
             g = model.generator.encoder.embeddings
@@ -189,20 +247,55 @@ def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
         # Shared tables load twice with equal values; strict loading still checks every name.
         model.discriminator.load_state_dict(disc)
     else:
-        model.load_state_dict(_read_network(path, cfg, meta["weights"][""]))
+        model.load_state_dict(_read_network(path, cfg, _weights_kind(meta, path, "")))
     return model
+
+
+def _check_layer_count(path: Path, cfg: ModelConfig) -> None:
+    """A config.json claiming 10**9 layers would build 10**9 modules (even on the meta device)
+    before any shape check: compare with the layers model.safetensors holds, from its header."""
+    f = path / WEIGHTS
+    if not f.exists():
+        return  # _read_hf_network says what is missing
+    try:
+        with safe_open(f, "pt") as weights:
+            names = list(weights.keys())
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{f}: unreadable safetensors file ({e}): truncated or corrupt checkpoint") from None
+    kind = "albert_layer_groups" if cfg.family == "albert" else "layer"
+    held = {m.group(1) for n in names if (m := re.search(rf"\.{kind}\.(\d+)\.", n))}
+    e = cfg.encoder
+    wanted = e.num_groups if cfg.family == "albert" and e.sharing == "all" else e.num_layers
+    if held and len(held) != wanted:
+        raise CheckpointError(f"{path / 'config.json'}: {wanted} layer(s) (or ALBERT groups), "
+                              f"but {f} holds {len(held)}")
 
 
 def _read_meta(path: Path) -> dict:
     try:
-        meta = yaml.safe_load((path / META).read_text())
-    except yaml.YAMLError as e:
+        meta = yaml.safe_load((path / META).read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path / META}: invalid YAML: {e}") from None
     if not isinstance(meta, dict) or "model" not in meta:
         raise CheckpointError(f"{path / META}: not an encoderlab checkpoint description (no 'model' key)")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(f"{path / META}: format_version {meta['format_version']} is newer than this encoderlab")
+    version = meta.get("format_version", 0)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CheckpointError(f"{path / META}: format_version {version!r} is not one this encoderlab reads "
+                              f"(<= {FORMAT_VERSION})")
+    for key in ("weights", "sha256"):  # what load_model indexes: a wrong shape here is a clear error
+        if not isinstance(meta.get(key, {}), dict):
+            raise CheckpointError(f"{path / META}: {key!r} must be a mapping, got {meta[key]!r}")
+    weights = meta.setdefault("weights", {})
+    bad = {k: v for k, v in weights.items() if v not in ("hf", "native")}
+    if bad:
+        raise CheckpointError(f"{path / META}: weights {bad} must each be 'hf' or 'native'")
     return meta
+
+
+def _weights_kind(meta: dict, path: Path, network: str) -> str:
+    if network not in meta["weights"]:
+        raise CheckpointError(f"{path / META}: key 'weights' has no entry {network!r} for this model")
+    return meta["weights"][network]
 
 
 def _read_network(d: Path, cfg: ModelConfig, kind: str) -> dict:
@@ -212,17 +305,20 @@ def _read_network(d: Path, cfg: ModelConfig, kind: str) -> dict:
     reference = build_model(cfg).state_dict()
     for k in reference:  # re-create aliases dropped by _dedupe (tied / shared tables)
         if k not in state:
-            state[k] = _alias_of(k, reference, state)
-    hf.check_shapes(state, reference, where=str(d / WEIGHTS))
+            state[k] = _alias_of(k, reference, state, d / WEIGHTS)
+    try:
+        hf.check_shapes(state, reference, where=str(d / WEIGHTS))
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
     return state
 
 
-def _alias_of(key, reference, state):
+def _alias_of(key, reference, state, where: Path):
     ref = reference[key]
     for k, v in reference.items():
         if k in state and v.data_ptr() == ref.data_ptr():
             return state[k]
-    raise CheckpointError(f"tensor {key!r} is missing from the checkpoint")
+    raise CheckpointError(f"{where}: tensor {key!r} is missing from the checkpoint")
 
 
 def _read_hf_network(d: Path, cfg: ModelConfig) -> dict:
@@ -232,8 +328,13 @@ def _read_hf_network(d: Path, cfg: ModelConfig) -> dict:
                 f"{d}: only model.safetensors is loaded (pickled weights are never unpickled); convert with "
                 "transformers: AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)")
         raise CheckpointError(f"{d}: {WEIGHTS} not found")
-    state = hf.from_hf_state_dict(_load_safetensors(d / WEIGHTS), cfg, where=str(d / WEIGHTS))
-    hf.check_shapes(state, _reference_state(cfg), where=str(d / WEIGHTS))
+    try:
+        state = hf.from_hf_state_dict(_load_safetensors(d / WEIGHTS), cfg, where=str(d / WEIGHTS))
+        hf.check_shapes(state, _reference_state(cfg), where=str(d / WEIGHTS))
+    except CheckpointError:
+        raise
+    except ValueError as e:  # hf names the file: a missing, unused or wrongly shaped tensor
+        raise CheckpointError(str(e)) from None
     return state
 
 

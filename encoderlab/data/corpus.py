@@ -6,8 +6,11 @@ field, CSV/TSV with a text column, Parquet (needs ``pyarrow``) and Hugging Face 
 with ``save_to_disk`` (needs ``datasets``).
 
 Bad input is counted, not fatal and never silent: invalid UTF-8 bytes become U+FFFD and are
-counted; empty and binary files are skipped with a warning naming them; a missing path is an error
-naming it. Files are read in fixed-size blocks, so a single 100 MB line never sits in memory whole:
+counted; empty and binary files are skipped with a warning naming them; a bad record (JSONL that
+does not parse, a CSV row without the text column, an unterminated CSV quote) is skipped and
+counted with its file and line, and the records around it are kept; a compressed file that ends
+early keeps what was read and is counted in ``damaged_files``; a missing path is an error naming
+it. Files are read in fixed-size blocks, so a single 100 MB line never sits in memory whole:
 lines longer than ``max_line_chars`` arrive in pieces and documents longer than ``max_doc_chars``
 are emitted as consecutive documents (counted in ``split_documents``).
 """
@@ -22,11 +25,14 @@ import gzip
 import json
 import logging
 import re
+import zlib
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 from encoderlab.config import Config, ConfigError
+from encoderlab.errors import DataError, InputNotFoundError
 
 log = logging.getLogger("encoderlab.data")
 
@@ -59,34 +65,36 @@ class CorpusStats:
     split_documents: int = 0
     bad_records: int = 0
     skipped_files: list[str] = dataclasses.field(default_factory=list)
+    damaged_files: list[str] = dataclasses.field(default_factory=list)  # read up to a decoding error
 
     def summary(self) -> str:
         return (
             f"{self.documents:,} documents, {self.characters:,} characters from {self.files} file(s); "
             f"skipped {len(self.skipped_files)} file(s), replaced {self.replaced_bytes:,} invalid "
             f"UTF-8 byte(s), {self.bad_records} bad record(s), split {self.split_documents} "
-            "over-long document(s)"
+            f"over-long document(s)" + (f"; {len(self.damaged_files)} damaged file(s) read up to the damage"
+                                        if self.damaged_files else "")
         )
 
 
 def resolve_paths(paths: tuple[str, ...] | list[str], *, keep_dirs: bool = False) -> list[Path]:
     """Expand globs and directories (recursively, sorted); a path that matches nothing is an error."""
     if not paths:
-        raise ValueError("no corpus paths given")
+        raise DataError("no corpus paths given")
     out: list[Path] = []
     for p in paths:
         p = str(p)
         if any(c in p for c in "*?["):
             matches = sorted(Path(m) for m in glob.glob(p, recursive=True))
             if not matches:
-                raise FileNotFoundError(f"corpus glob {p!r} matches no file")
+                raise InputNotFoundError(f"corpus glob {p!r} matches no file")
             out.extend(m for m in matches if m.is_file())
         elif Path(p).is_dir() and not keep_dirs:
             out.extend(sorted(f for f in Path(p).rglob("*") if f.is_file() and not f.name.startswith(".")))
         elif Path(p).exists():
             out.append(Path(p))
         else:
-            raise FileNotFoundError(f"corpus path {p} does not exist")
+            raise InputNotFoundError(f"corpus path {p} does not exist")
     return out
 
 
@@ -102,11 +110,22 @@ class Corpus:
         self.stats = CorpusStats()
         for path in self.files:
             self.stats.files += 1
-            for doc in self._documents(path):
-                if doc.strip():
-                    self.stats.documents += 1
-                    self.stats.characters += len(doc)
-                    yield doc
+            try:
+                for doc in self._documents(path):
+                    if doc.strip():
+                        self.stats.documents += 1
+                        self.stats.characters += len(doc)
+                        yield doc
+            except (OSError, EOFError, zlib.error) as e:  # a truncated .gz/.zst, an unreadable file
+                log.warning("%s: read error after %s document(s) so far, rest of the file skipped: %s",
+                            path, f"{self.stats.documents:,}", e)
+                self.stats.damaged_files.append(str(path))
+
+    def describe(self) -> str:
+        """Where this corpus looked and what it found, for messages such as "no text found"."""
+        shown = ", ".join(str(f) for f in self.files[:5]) + (f" and {len(self.files) - 5} more"
+                                                             if len(self.files) > 5 else "")
+        return f"{', '.join(self.cfg.paths)} ({len(self.files)} file(s): {shown or 'none'}); {self.stats.summary()}"
 
     # ---- per format ---------------------------------------------------------------------------
     def _documents(self, path: Path) -> Iterator[str]:
@@ -188,18 +207,54 @@ class Corpus:
 
     def _csv(self, path: Path, pieces: Iterator[tuple[str, bool]], delimiter: str) -> Iterator[str]:
         csv.field_size_limit(1 << 30)
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL  # TSVs hold bare quotes
-        reader = csv.reader(_whole_lines(pieces), delimiter=delimiter, quoting=quoting)
-        header = next(reader, None) or []
+        records = self._csv_records(path, pieces, delimiter)  # TSVs: quoting off, they hold bare quotes
+        header_line, header = next(records, (1, []))
         header = [h.lstrip("\ufeff") for h in header]
         if self.cfg.text_field not in header:
-            raise ValueError(f"{path}: no column {self.cfg.text_field!r}; columns are {header}")
+            raise DataError(f"{path}:{header_line}: no column {self.cfg.text_field!r}; columns are {header}")
         col = header.index(self.cfg.text_field)
-        for row in reader:
+        for line, row in records:
             if len(row) <= col:
-                self._bad(f"{path}:{reader.line_num}: {len(row)} field(s), expected > {col}")
+                self._bad(f"{path}:{line}: {len(row)} field(s), expected > {col}")
                 continue
             yield from _cap(row[col], self.cfg.max_doc_chars, self.stats)
+
+    def _csv_records(self, path: Path, pieces: Iterator[tuple[str, bool]],
+                     delimiter: str) -> Iterator[tuple[int, list[str]]]:
+        """``(line, fields)`` per record. A quoted CSV field may span lines; a stray quote would then
+        swallow every later line into one record, silently. So a record still open at the end of
+        the file or after max_doc_chars characters, or one the (strict) parser refuses, is counted
+        bad by its first line, and reading resumes at the line after that one."""
+        if delimiter == "\t":  # TSVs are read with quoting off: one record per line, fields between tabs
+            for line, text in enumerate(_whole_lines(pieces), 1):  # (not csv: it refuses a bare "\r")
+                if text.strip():
+                    yield line, text.split("\t")
+            return
+        numbered = enumerate(_whole_lines(pieces), 1)
+        pending: deque[tuple[int, str]] = deque()  # lines read ahead and given back after a bad record
+        while (first := pending.popleft() if pending else next(numbered, None)) is not None:
+            if not first[1].strip():
+                continue
+            group, quotes, size = [first], first[1].count('"'), len(first[1])
+            while quotes % 2 and size <= self.cfg.max_doc_chars:
+                nxt = pending.popleft() if pending else next(numbered, None)
+                if nxt is None:
+                    break
+                group.append(nxt)
+                quotes, size = quotes + nxt[1].count('"'), size + len(nxt[1])
+            rows: list[list[str]] = []
+            why = "unterminated quote"
+            if quotes % 2 == 0:
+                try:
+                    rows = list(csv.reader(["\n".join(t for _, t in group)], delimiter=delimiter, strict=True))
+                    why = f"{len(rows)} records in one"
+                except csv.Error as e:
+                    why = f"malformed quoting ({e})"
+            if len(rows) == 1:
+                yield first[0], rows[0]
+                continue
+            self._bad(f"{path}:{first[0]}: {why}")
+            pending.extendleft(reversed(group[1:]))
 
     def _bad(self, msg: str) -> None:
         self.stats.bad_records += 1
@@ -210,7 +265,7 @@ class Corpus:
         try:
             import pyarrow.parquet as pq
         except ImportError:
-            raise ValueError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
+            raise DataError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
         for batch in pq.ParquetFile(path).iter_batches(columns=[self.cfg.text_field], batch_size=1024):
             for text in batch.column(0).to_pylist():
                 if text:
@@ -220,12 +275,12 @@ class Corpus:
         try:
             import datasets
         except ImportError:
-            raise ValueError(f"{path}: a saved dataset needs `pip install datasets`") from None
+            raise DataError(f"{path}: a saved dataset needs `pip install datasets`") from None
         ds = datasets.load_from_disk(str(path))
         if isinstance(ds, datasets.DatasetDict):
             ds = ds["train"]
         if self.cfg.text_field not in ds.column_names:
-            raise ValueError(f"{path}: no column {self.cfg.text_field!r}; columns are {ds.column_names}")
+            raise DataError(f"{path}: no column {self.cfg.text_field!r}; columns are {ds.column_names}")
         for start in range(0, len(ds), 1024):
             for text in ds[start : start + 1024][self.cfg.text_field]:
                 if text:
@@ -253,7 +308,7 @@ def _open_binary(path: Path):
         try:
             import zstandard
         except ImportError:
-            raise ValueError(f"{path}: reading .zst needs zstandard (pip install zstandard)") from None
+            raise DataError(f"{path}: reading .zst needs zstandard (pip install zstandard)") from None
         return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
     return open(path, "rb")
 
@@ -262,10 +317,12 @@ def _read_pieces(path: Path, max_line_chars: int, stats: CorpusStats) -> Iterato
     """Yield ``(text, line_end)``: whole lines (without "\\n") or pieces of over-long lines."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
     buf = ""
+    # A truncated archive loses the block being decompressed when it fails: keep those small.
+    size = _BLOCK if path.suffix not in (".gz", ".zst") else _BLOCK // 16
     with _open_binary(path) as f:
         first = True
         while True:
-            block = f.read(_BLOCK)
+            block = f.read(size)
             if first and b"\x00" in block[:8192]:
                 raise _Binary()
             first = False

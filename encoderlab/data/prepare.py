@@ -37,6 +37,7 @@ from encoderlab.config import Config, ConfigError
 from encoderlab.data.corpus import Corpus, CorpusConfig
 from encoderlab.data.text import has_cjk, jieba_word_starts, mostly_cjk, split_sentences
 from encoderlab.data.tokenizer import Tokenizer, load_tokenizer
+from encoderlab.errors import DataError
 
 log = logging.getLogger("encoderlab.data")
 SPLITS = ("train", "valid")
@@ -101,6 +102,8 @@ def prepare(cfg: PrepareConfig, tokenizer_dir: str | Path, out: str | Path) -> d
             pool.terminate()
             pool.join()
 
+    if corpus.stats.documents == 0:  # a store of nothing would train on nothing, silently
+        raise DataError(f"no text found to prepare: looked in {corpus.describe()}")
     meta = _metadata(cfg, tokenizer, corpus, manifest)
     _write_json(out / "meta.json", meta)
     log.info("prepare: %s in %.1fs", corpus.stats.summary(), time.perf_counter() - started)

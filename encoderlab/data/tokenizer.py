@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import logging
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from encoderlab.errors import DataError, InputNotFoundError
+
+log = logging.getLogger("encoderlab.data")
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _ROLE_NAMES = {  # accepted spellings per role, for imported tokenizers (ALBERT uses <pad>, <unk>)
@@ -40,7 +46,12 @@ def train_tokenizer(
     strip_accents: bool | None = None,
     min_frequency: int = 2,
 ) -> Tokenizer:
-    """Train on an iterable of documents; ``strip_accents=None`` follows ``lowercase`` as BERT does."""
+    """Train on an iterable of documents; ``strip_accents=None`` follows ``lowercase`` as BERT does.
+
+    A corpus with no text is an error (a tokenizer of the five special tokens alone would let every
+    later step run on [UNK]s); nothing is written then. A vocabulary smaller than asked for (the
+    corpus has fewer distinct pieces) is kept and logged: the store records the real size.
+    """
     # BERT's normalizer: clean control chars, put spaces around every CJK character (so each one is
     # its own token), optional lowercasing and accent stripping.
     normalizer = normalizers.BertNormalizer(
@@ -64,7 +75,11 @@ def train_tokenizer(
     else:
         raise ValueError(f"unknown tokenizer model {model!r}; expected 'wordpiece' or 'unigram'")
     tok.normalizer = normalizer
-    tok.train_from_iterator(texts, trainer)
+    seen = _Counted(texts)
+    tok.train_from_iterator(seen, trainer)
+    if seen.nonblank == 0:
+        where = texts.describe() if hasattr(texts, "describe") else f"{seen.total} document(s), all blank"
+        raise DataError(f"no text found to train a tokenizer on: looked in {where}")
     if model == "wordpiece":
         # The trainer numbers its initial alphabet in hash-map order, which changes from process
         # to process: the same corpus gave the same tokens under different ids, and so a rerun of
@@ -79,9 +94,25 @@ def train_tokenizer(
         special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
     )
     wrapped = Tokenizer(tok, lowercase=lowercase)
+    if wrapped.vocab_size < vocab_size:
+        log.warning("vocabulary capped at %d of the %d asked for: the corpus has no more distinct pieces "
+                    "(min_frequency %d)", wrapped.vocab_size, vocab_size, min_frequency)
     if out is not None:
         wrapped.save(out)
     return wrapped
+
+
+class _Counted:
+    """Passes documents through to the trainer, counting them (the trainer reports nothing)."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.texts, self.total, self.nonblank = texts, 0, 0
+
+    def __iter__(self) -> Iterator[str]:
+        for text in self.texts:
+            self.total += 1
+            self.nonblank += bool(text.strip())
+            yield text
 
 
 class Tokenizer:
@@ -143,35 +174,60 @@ class Tokenizer:
 
     # ---- files --------------------------------------------------------------------------------
     def save(self, out: str | Path) -> Path:
-        """Write tokenizer.json, vocab.txt (WordPiece), tokenizer_config.json, special_tokens_map.json."""
+        """Write tokenizer.json, vocab.txt (WordPiece), tokenizer_config.json, special_tokens_map.json.
+
+        Each file is written to a temporary name and renamed, tokenizer.json (what loading reads
+        first) last: a save killed midway leaves whole files, never a truncated one read as good."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        self.tok.save(str(out / "tokenizer.json"))
+        files: dict[str, str] = {}
         names = {r: self.tok.id_to_token(getattr(self, f"{r}_id")) for r in _ROLE_NAMES}
         config = {f"{r}_token": n for r, n in names.items()}
         config |= {"model_max_length": 512, "do_lower_case": self.lowercase}
         if self.model_type == "WordPiece":
             vocab = [self.tok.id_to_token(i) for i in range(self.vocab_size)]
-            (out / "vocab.txt").write_text("".join(v + "\n" for v in vocab), encoding="utf-8")
+            files["vocab.txt"] = "".join(v + "\n" for v in vocab)
             config |= {"tokenizer_class": "BertTokenizerFast", "tokenize_chinese_chars": True}
         else:
             config |= {"tokenizer_class": "PreTrainedTokenizerFast"}
-        (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+        files["tokenizer_config.json"] = json.dumps(config, indent=2)
         special_map = {f"{r}_token": n for r, n in names.items()}
-        (out / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2))
+        files["special_tokens_map.json"] = json.dumps(special_map, indent=2)
+        files["tokenizer.json"] = self.tok.to_str(pretty=True)
+        for name, text in files.items():
+            write_atomic(out / name, text)
         return out
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file or nothing: a temporary sibling, then a rename over ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Load a directory written by :func:`train_tokenizer` or a Hugging Face tokenizer directory."""
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"tokenizer directory {path} does not exist")
+        raise InputNotFoundError(f"tokenizer directory {path} does not exist")
     config_file = path / "tokenizer_config.json"
-    config = json.loads(config_file.read_text()) if config_file.exists() else {}
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{config_file}: not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise DataError(f"{config_file}: expected a JSON object, got {type(config).__name__}")
     lowercase = bool(config.get("do_lower_case", True))
     if (path / "tokenizer.json").exists():
-        return Tokenizer(tokenizers.Tokenizer.from_file(str(path / "tokenizer.json")), lowercase=lowercase)
+        try:
+            tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as e:  # the Rust side raises a bare Exception for any malformed file
+            raise DataError(f"{path / 'tokenizer.json'}: not a tokenizers file ({e})") from None
+        try:
+            return Tokenizer(tok, lowercase=lowercase)
+        except ValueError as e:
+            raise DataError(f"{path / 'tokenizer.json'}: {e}") from None
     if (path / "vocab.txt").exists():  # a bare BERT checkpoint: rebuild BERT's fast tokenizer
         tok = tokenizers.Tokenizer(models.WordPiece.from_file(str(path / "vocab.txt"), unk_token="[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(
@@ -184,4 +240,4 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         if cls is not None and sep is not None:
             tok.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
         return Tokenizer(tok, lowercase=lowercase)
-    raise FileNotFoundError(f"{path}: neither tokenizer.json nor vocab.txt found")
+    raise InputNotFoundError(f"{path}: neither tokenizer.json nor vocab.txt found")

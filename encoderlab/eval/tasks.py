@@ -15,8 +15,9 @@ a YAML ``TaskSpec``; for example::
 
 TSV is read with quoting off (GLUE's files contain bare ``"``), as UTF-8 with an optional BOM
 (MRPC has one). A header-less file names its columns by 0-based index ("3"). Every bad row (wrong
-number of columns, unknown label, empty text, missing JSON key) raises a TaskDataError naming the
-file and the line.
+number of columns, unknown label, empty text, missing JSON key, bytes that are not UTF-8) raises a
+TaskDataError naming the file and the line: a task file is small and curated, so unlike a corpus
+a bad row stops the run rather than silently changing the data set.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from pathlib import Path
 from typing import Literal
 
 from encoderlab.config import Config, ConfigError
+from encoderlab.errors import EncoderlabError
 
 
-class TaskDataError(ValueError):
+class TaskDataError(EncoderlabError):
     """A task file is missing or has a malformed row; the message names the file and line."""
 
 
@@ -206,30 +208,41 @@ def read_rows(spec: TaskSpec, path: Path):
     if spec.format == "jsonl":
         yield from _jsonl_rows(spec, path, cols)
         return
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        if spec.format == "tsv":
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        else:
-            reader = csv.reader(f)
-        width, index = None, None
-        for row in reader:
-            line = reader.line_num
-            if not row:
+    lines = decoded_lines(path)
+    if spec.format == "tsv":
+        reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader(lines)
+    width, index = None, None
+    for line, row in _csv_rows(reader, path):
+        if not row:
+            continue
+        if index is None:
+            width = len(row)
+            if spec.header:
+                index = _column_index(row, cols + [spec.label], path)
                 continue
-            if index is None:
-                width = len(row)
-                if spec.header:
-                    index = _column_index(row, cols + [spec.label], path)
-                    continue
-                index = _column_index([str(i) for i in range(width)], cols + [spec.label], path)
-            if len(row) != width:
-                raise TaskDataError(f"{path}:{line}: expected {width} columns, got {len(row)} (is a tab or quote "
-                                    f"inside a field?)")
-            texts = [row[index[c]].strip() for c in cols]
-            for c, t in zip(cols, texts):
-                if not t:
-                    raise TaskDataError(f"{path}:{line}: empty text in column {c!r}")
-            yield line, (texts[0], texts[1] if len(texts) > 1 else None), row[index[spec.label]].strip()
+            index = _column_index([str(i) for i in range(width)], cols + [spec.label], path)
+        if len(row) != width:
+            raise TaskDataError(f"{path}:{line}: expected {width} columns, got {len(row)} (is a tab or quote "
+                                f"inside a field?)")
+        texts = [row[index[c]].strip() for c in cols]
+        for c, t in zip(cols, texts):
+            if not t:
+                raise TaskDataError(f"{path}:{line}: empty text in column {c!r}")
+        yield line, (texts[0], texts[1] if len(texts) > 1 else None), row[index[spec.label]].strip()
+
+
+def _csv_rows(reader, path: Path):
+    """(line number, row) from a csv reader; the csv module's own errors get the file and line."""
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as e:  # e.g. a field over the csv module's size limit
+            raise TaskDataError(f"{path}:{reader.line_num}: {e}") from None
+        if row is None:
+            return
+        yield reader.line_num, row
 
 
 def _column_index(names: list[str], wanted: list[str], path: Path) -> dict[str, int]:
@@ -240,16 +253,35 @@ def _column_index(names: list[str], wanted: list[str], path: Path) -> dict[str, 
     return {w: index[w] for w in wanted}
 
 
-def iter_jsonl(path: Path, error=ValueError):
-    """(line number, object) for each non-blank line; bad JSON raises ``error`` naming file and line."""
-    with open(path, encoding="utf-8-sig") as f:
-        for line, text in enumerate(f, 1):
-            if not text.strip():
-                continue
+def decoded_lines(path: Path, error: type[Exception] = TaskDataError):
+    """The lines of a UTF-8 file (an optional BOM dropped), each with its line ending; a line that
+    is not UTF-8 raises ``error`` naming the file, the line and the byte (Python's own message
+    names neither file nor line)."""
+    with open(path, "rb") as f:
+        for line, raw in enumerate(f, 1):
             try:
-                yield line, json.loads(text)
-            except json.JSONDecodeError as e:
-                raise error(f"{path}:{line}: invalid JSON ({e.msg})") from None
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise error(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                            "task files must be UTF-8") from None
+            yield text.removeprefix("\ufeff") if line == 1 else text
+
+
+def iter_jsonl(path: Path, error: type[Exception] = TaskDataError):
+    """(line number, object) for each non-blank line; bad JSON, a line that is not a JSON object and
+    bytes that are not UTF-8 raise ``error`` naming file and line."""
+    for line, text in enumerate(decoded_lines(path, error), 1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise error(f"{path}:{line}: invalid JSON ({e.msg})") from None
+        except RecursionError:  # "[[[[...": nested deeper than the parser's stack
+            raise error(f"{path}:{line}: invalid JSON (nested too deeply)") from None
+        if not isinstance(obj, dict):
+            raise error(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
+        yield line, obj
 
 
 def _jsonl_rows(spec: TaskSpec, path: Path, cols: list[str]):

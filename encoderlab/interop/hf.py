@@ -16,6 +16,7 @@ import dataclasses
 
 import torch
 
+from encoderlab.errors import EncoderlabError
 from encoderlab.models.config import ModelConfig
 from encoderlab.nn.config import EncoderConfig
 
@@ -42,7 +43,7 @@ _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "ge
 PREFIX = {"bert": "bert.", "albert": "albert.", "electra": "electra."}
 
 
-class ExportError(ValueError):
+class ExportError(EncoderlabError):
     """The model has no transformers equivalent (and cannot be made one losslessly)."""
 
 
