@@ -24,16 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from encoderlab.checkpoint import load_model
-from encoderlab.eval.finetune import (
-    FinetuneConfig,
-    adamw,
-    build_classifier,
-    collate,
-    length_batches,
-    param_groups,
-)
+from encoderlab.data.tokenizer import Encoded, load_tokenizer
+from encoderlab.eval.common import adamw, collate, length_batches
+from encoderlab.eval.config import FinetuneConfig
+from encoderlab.eval.finetune import build_classifier, param_groups
 from encoderlab.eval.tasks import get_task, load_task
-from encoderlab.eval.tokenization import Encoded, load_tokenizer
 from encoderlab.models.networks import build_model
 from encoderlab.models.presets import preset
 from encoderlab.precision import autocast as precision_autocast
@@ -105,7 +100,7 @@ def pll_speed(tok, sentences: list[str], repeats: int) -> list[str]:
     from encoderlab.eval.intrinsic import pseudo_log_likelihoods
 
     model = build_model(preset("bert-tiny").with_head("mlm")).eval()
-    enc = tok.encode_batch(sentences)
+    enc = tok.encode_inputs(sentences)
     n_tok = sum(len(e.ids) - 2 for e in enc)
 
     @torch.no_grad()
@@ -165,7 +160,7 @@ def main() -> None:
         for mname, (fn, n) in models.items():
             exs = data.train[:n]
             b = [e.text_b for e in exs] if exs[0].text_b is not None else None
-            enc = tok.encode_batch([e.text_a for e in exs], b, FinetuneConfig().max_length)
+            enc = tok.encode_inputs([e.text_a for e in exs], b, FinetuneConfig().max_length)
             mean = np.mean([len(e.ids) for e in enc])
             labels = [e.label for e in exs]
             settings = (("fp32, padded to 128", True, False), ("fp32, dynamic + bucketed", False, False),

@@ -41,7 +41,8 @@ from encoderlab.config import ConfigError
 from encoderlab.errors import EncoderlabError
 from encoderlab.interop import hf
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import ElectraPair, build_model, gdes_tables, materialize_gdes
+from encoderlab.models.networks import build_model
+from encoderlab.models.pairs import ElectraPair, gdes_tables, materialize_gdes
 
 META = "encoderlab.yaml"
 WEIGHTS = "model.safetensors"

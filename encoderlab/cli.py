@@ -13,6 +13,7 @@ import sys
 
 COMMAND_MODULES = [
     "encoderlab.models.cli",
+    "encoderlab.interop.cli",
     "encoderlab.data.cli",
     "encoderlab.train.cli",
     "encoderlab.eval.cli",

@@ -113,9 +113,10 @@ def test_pickled_weights_are_refused_with_the_way_out(checkpoints, tmp_path):
 
 # ---- sequences longer than the model's positions -----------------------------------------------------------
 def test_too_long_inputs_are_cut_at_the_position_limit_in_finetuning_and_inference(checkpoints, tmp_path):
-    from encoderlab.eval.finetune import FinetuneConfig, finetune
+    from encoderlab.data.tokenizer import load_tokenizer
+    from encoderlab.eval.config import FinetuneConfig
+    from encoderlab.eval.finetune import finetune
     from encoderlab.eval.intrinsic import detect_replaced, fill_mask
-    from encoderlab.eval.tokenization import load_tokenizer
 
     limit = load_model(checkpoints["ours"]).encoder.config.max_position_embeddings  # 64
     long_text = " ".join(["the cat sat on the mat"] * 60)  # ~360 tokens
@@ -132,7 +133,7 @@ def test_too_long_inputs_are_cut_at_the_position_limit_in_finetuning_and_inferen
     assert 0 <= result["seeds"][0]["scores"]["acc"] <= 1 and result["seeds"][0]["steps"] == 2
     assert any(f"max_length 512 capped at the model's {limit} positions" in line for line in said), said
     tok = load_tokenizer(checkpoints["ours"])
-    enc = tok.encode(long_text, max_length=limit)
+    enc = tok.encode_input(long_text, max_length=limit)
     assert len(enc.ids) == limit
     mlm = load_model(checkpoints["ours"])
     top = fill_mask(mlm, tok, "[MASK] " + long_text)  # the mask within the limit: filled

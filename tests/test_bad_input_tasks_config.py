@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from encoderlab.config import ConfigError
+from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.errors import EncoderlabError
 from encoderlab.eval.intrinsic import read_minimal_pairs
 from encoderlab.eval.prompting import build_prompts
 from encoderlab.eval.tasks import Example, TaskDataError, TaskSpec, get_task, load_task
-from encoderlab.eval.tokenization import load_tokenizer
 from encoderlab.study.config import StudyConfig
 from encoderlab.train.config import PretrainConfig
 

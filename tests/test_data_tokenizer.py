@@ -1,7 +1,9 @@
-"""Tokenizer training: BERT normalization, special ids, HF loading, Unigram, hashing, HF import."""
+"""The one tokenizer stack: training (BERT normalization, special ids, Unigram, hashing), loading
+(transformers, bare vocab.txt, lowercasing from the saved config) and encoding model inputs."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 from test_data_helpers import chinese_lines, tiny_tokenizer, write_corpus
 
 from encoderlab.data.tokenizer import SPECIAL_TOKENS, load_tokenizer
+from encoderlab.errors import DataError
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +65,37 @@ def test_imports_a_bare_vocab_txt_checkpoint(data_wordpiece, tmp_path):
     assert imported.mask_id == 4 and imported.vocab_size == tok.vocab_size
     with pytest.raises(FileNotFoundError, match="neither tokenizer.json nor vocab.txt"):
         load_tokenizer(tmp_path / "..")
+
+
+@pytest.mark.parametrize("config,expected", [({"do_lower_case": False}, "Paris"), ({"do_lower_case": True}, "paris"),
+                                             (None, "paris")])
+def test_lowercasing_is_read_from_the_saved_config_never_guessed(tmp_path, config, expected):
+    """A vocabulary with capitals and no config is lowercased all the same (transformers' default):
+    the rule is the config's do_lower_case, not a guess from the vocabulary's letters."""
+    (tmp_path / "vocab.txt").write_text("\n".join([*SPECIAL_TOKENS, "Paris", "paris", "is", "."]) + "\n")
+    if config is not None:
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = load_tokenizer(tmp_path)
+    assert tok.lowercase == (expected == "paris")
+    ids = tok.encode("Paris is [MASK] .")  # a [MASK] written in a text is the mask token
+    assert [tok.id_to_token(i) for i in ids] == [expected, "is", "[MASK]", "."]
+
+
+def test_model_inputs_are_truncated_pairs_and_the_store_encoding_is_not(data_wordpiece):
+    tok, _ = data_wordpiece
+    text = "kalo mitas vozu rentas " * 20
+    e = tok.encode_input(text, "kalo", max_length=16)
+    assert len(e.ids) == 16 and e.ids[0] == tok.cls_id and e.ids[-1] == tok.sep_id
+    assert e.special[0] and not e.special[1] and e.type_ids[1] == 0 and e.type_ids[-1] == 1
+    assert len(tok.encode(text)) > 16  # truncation for model inputs does not stay switched on
+
+
+def test_a_tokenizer_without_mask_serves_fine_tuning_but_not_a_token_store(tmp_path):
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"]) + "\n")
+    tok = load_tokenizer(tmp_path)
+    assert tok.mask_id is None and tok.encode_input("a b").ids == [2, 4, 5, 3]
+    with pytest.raises(DataError, match="no mask token"):
+        tok.require_all_roles()
 
 
 def test_decode_and_word_start_table(data_wordpiece):

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import ElectraPair, build_model, unshare
+from encoderlab.models.networks import build_model, unshare
+from encoderlab.models.pairs import ElectraPair
 from encoderlab.models.presets import generator_config
 from encoderlab.nn import Encoder
 from tests.conftest import tiny_encoder

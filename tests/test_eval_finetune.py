@@ -12,19 +12,18 @@ import torch
 from eval_helpers import one_thread, tiny_checkpoint, tiny_config, write_sentiment_task  # noqa: F401
 
 from encoderlab.checkpoint import save_model
+from encoderlab.data.tokenizer import Encoded
+from encoderlab.eval.common import collate, length_batches
+from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.finetune import (
-    FinetuneConfig,
     build_classifier,
-    collate,
     finetune,
     layer_scales,
-    length_batches,
     lr_factor,
     one_class_scores,
     param_groups,
 )
 from encoderlab.eval.tasks import get_task, load_task
-from encoderlab.eval.tokenization import Encoded
 from encoderlab.models.networks import build_model
 
 D = 0.8

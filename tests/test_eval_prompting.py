@@ -4,9 +4,10 @@ beat zero-shot on a toy task, for an MLM and for an ELECTRA discriminator."""
 import pytest
 from eval_helpers import one_thread, tiny_checkpoint, write_sentiment_task, write_vocab  # noqa: F401
 
-from encoderlab.eval.prompting import PromptConfig, build_prompts, prompt_classify, sample_k_shot
+from encoderlab.data.tokenizer import load_tokenizer
+from encoderlab.eval.config import PromptConfig
+from encoderlab.eval.prompting import build_prompts, prompt_classify, sample_k_shot
 from encoderlab.eval.tasks import Example, get_task, load_task
-from encoderlab.eval.tokenization import load_tokenizer
 
 
 def test_build_prompts_places_the_mask_and_truncates_texts_only(tmp_path):

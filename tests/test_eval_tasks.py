@@ -5,7 +5,8 @@ import json
 import pytest
 from eval_helpers import one_thread, tiny_checkpoint  # noqa: F401
 
-from encoderlab.eval.finetune import FinetuneConfig, finetune
+from encoderlab.eval.config import FinetuneConfig
+from encoderlab.eval.finetune import finetune
 from encoderlab.eval.tasks import BUILTIN, TaskDataError, TaskSpec, get_task, load_task
 
 # Row counts of the official files (see ../shared/data/MANIFEST.md).

@@ -113,7 +113,7 @@ def test_convert_killed_mid_write_then_rerun_gives_a_whole_checkpoint(tmp_path):
 
 _STAGES_WRITER = """
 import sys
-from encoderlab.study.runner import Stages
+from encoderlab.study.stages import Stages
 stages = Stages(__import__("pathlib").Path(sys.argv[1]))
 for i in range(100000):  # each result as large as a fine-tuning's, each stored as it finishes
     stages.put(f"finetune:v{i}", "fp", {"seeds": [{"scores": {"acc": 0.5}, "i": i}] * 400, "n": 400})
@@ -121,8 +121,8 @@ for i in range(100000):  # each result as large as a fine-tuning's, each stored 
 
 
 def test_study_results_killed_mid_write_are_whole_or_absent(tmp_path):
-    """The fine-tuning stage stores each result in stages.json (runner.Stages.put) as it finishes."""
-    from encoderlab.study.runner import Stages
+    """The fine-tuning stage stores each result in stages.json (study.stages.Stages.put) as it finishes."""
+    from encoderlab.study.stages import Stages
 
     path = tmp_path / "stages.json"
     _kill_when([sys.executable, "-c", _STAGES_WRITER, str(path)],

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from encoderlab.config import ConfigError
+from encoderlab.models.pairs import MLMPair
 from encoderlab.objectives import ObjectiveConfig, build_networks, build_objective, mask_batch, sample_replacements
-from encoderlab.objectives.rtd import MLMPair
 from encoderlab.train.config import DataConfig, SyntheticConfig
 from encoderlab.train.data import SyntheticSource
 from tests.pretrain_helpers import tiny_model

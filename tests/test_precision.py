@@ -12,7 +12,7 @@ import torch
 
 from encoderlab import precision as P
 from encoderlab.config import ConfigError, ConfigNote
-from encoderlab.eval.finetune import FinetuneConfig
+from encoderlab.eval.config import FinetuneConfig
 from encoderlab.study.config import StudyConfig
 from encoderlab.train import pretrain
 from encoderlab.train.config import TrainerConfig
@@ -135,7 +135,7 @@ def test_old_bf16_keys_still_load_with_a_note_naming_precision():
     with pytest.warns(ConfigNote, match="precision"):
         assert FinetuneConfig.from_dict({"bf16": False}).precision == "fp32"
     with pytest.warns(ConfigNote):
-        assert StudyConfig.from_dict({"bf16": False}).precision == "fp32"
+        assert StudyConfig.from_dict({"bf16": False}).base.trainer.precision == "fp32"
     with pytest.raises(ConfigError, match="keep only 'precision'"):
         TrainerConfig.from_dict({"bf16": True, "precision": "fp32", "max_steps": 1})
     with pytest.raises(ConfigError, match="precision: auto\\|fp32\\|bf16"):

@@ -15,19 +15,25 @@ from pathlib import Path
 import pytest
 
 from encoderlab.config import ConfigError
-from encoderlab.study import runner
+from encoderlab.study import launch
 from encoderlab.study.claims import compare, evaluate_claims
-from encoderlab.study.config import StudyConfig
-from encoderlab.study.runner import Progress, Stages, run_study
+from encoderlab.study.config import ClaimRoles, StudyConfig
+from encoderlab.study.plan import recipe_fingerprint
+from encoderlab.study.progress import Progress
+from encoderlab.study.results import Checkpoint, FinetuneKey, StudyResults, VariantResult
+from encoderlab.study.runner import run_study
+from encoderlab.study.stages import Stages
+from encoderlab.train.config import PretrainConfig, TrainerConfig
 
 pytest.importorskip("matplotlib")
 
 BASE = {
-    "name": "tiny", "vocab_size": 600, "seq_len": 32, "batch_size": 8, "budget_flops": 2.0e9,
+    "name": "tiny", "vocab_size": 600, "budget_flops": 2.0e9,
+    "base": {"data": {"seq_len": 32, "batch_size": 8, "eval_batches": 2}, "optimizer": {"lr": 1e-3},
+             "trainer": {"precision": "fp32"}},
     "eval_fractions": [0.5, 1.0], "finetune_fractions": [1.0], "seeds": 2, "latency": False,
-    "minimal_pairs": "off", "eval_batches": 2, "speed_seconds": 0.05,
+    "minimal_pairs": "off", "speed_seconds": 0.05,
     "finetune": {"epochs": 1, "max_train_examples": 48, "max_eval_examples": 48, "max_length": 32, "precision": "fp32"},
-    "precision": "fp32",
     "variants": [{"name": "bert", "model": {"preset": "bert-tiny"},
                   "objective": {"kind": "mlm", "sentence_loss": False}}],
     "tasks": [{"name": "demo"}],
@@ -49,11 +55,12 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     from matplotlib.image import imread
 
     one_panel = imread(out / "loss_vs_flops.png").shape[1]  # no ELECTRA yet: no empty discriminator panel
-    bert = report["variants"]["bert"]
-    assert set(bert["checkpoints"]) == {"0.5", "1.0"}
-    assert bert["checkpoints"]["1.0"]["flops"] >= 2.0e9  # the budget was spent
-    assert bert["checkpoints"]["0.5"]["flops"] < bert["checkpoints"]["1.0"]["flops"]
-    assert len(bert["finetune"]["demo@1.0"]["per_seed"]) == 2
+    bert = StudyResults.from_json(report).variants["bert"]
+    assert set(bert.checkpoints) == {0.5, 1.0}
+    assert bert.checkpoints[1.0].flops >= 2.0e9  # the budget was spent
+    assert bert.checkpoints[0.5].flops < bert.checkpoints[1.0].flops
+    assert len(bert.finetune[FinetuneKey("demo", 1.0)]["per_seed"]) == 2
+    assert StudyResults.from_json(json.loads(json.dumps(report))).to_json() == StudyResults.from_json(report).to_json()
     assert any("pretrain bert" in ln for ln in lines)
 
     _, again = _run(tmp_path)  # nothing to redo
@@ -117,8 +124,8 @@ def test_parallel_pretraining_and_finetuning_equal_sequential_and_speed_is_timed
     assert any("fine-tune 2 checkpoint-task pairs, 2 at once" in ln for ln in lines)
     assert not any("] pretrain" in ln for ln in lines)
     for name in ("bert", "electra"):
-        a, b = one["variants"][name]["finetune"], again["variants"][name]["finetune"]
-        assert a == b and len(b["demo@1.0"]["per_seed"]) == 2
+        a, b = (StudyResults.from_json(r).variants[name].finetune for r in (one, again))
+        assert a == b and len(b[FinetuneKey("demo", 1.0)]["per_seed"]) == 2
 
 
 def _fake_children(monkeypatch, tmp_path, scripts: dict[str, str]):
@@ -127,42 +134,45 @@ def _fake_children(monkeypatch, tmp_path, scripts: dict[str, str]):
     started = {}
 
     def start(recipe, env):
-        run_dir = Path(recipe["trainer"]["run_dir"])
+        run_dir = Path(recipe.trainer.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         with open(run_dir / "pretrain.log", "a") as logf:
             started[run_dir.name] = subprocess.Popen([sys.executable, "-c", scripts[run_dir.name]],
                                                      stdout=logf, stderr=subprocess.STDOUT)
         return started[run_dir.name]
 
-    monkeypatch.setattr(runner, "start_pretraining", start)
-    return started, {n: {"trainer": {"run_dir": str(tmp_path / n)}} for n in scripts}
+    monkeypatch.setattr(launch, "start_pretraining", start)
+    return started, {n: PretrainConfig(trainer=TrainerConfig(run_dir=str(tmp_path / n), max_steps=1)) for n in scripts}
+
+
+def _pretrain_all(recipes, stages, progress):
+    launch.pretrain_all(recipes, jobs=2, threads=None, budget=1.0, stages=stages, progress=progress,
+                        fingerprint=recipe_fingerprint)
 
 
 def test_failed_pretraining_stops_new_starts_and_keeps_the_finished(tmp_path, monkeypatch):
     started, recipes = _fake_children(monkeypatch, tmp_path, {
         "ok": "import time; time.sleep(1)", "bad": "print('boom: bad recipe'); raise SystemExit(3)",
         "later": "pass"})
-    cfg = StudyConfig.from_dict({**BASE, "pretrain_jobs": 2})
     stages = Stages(tmp_path / "stages.json")
     with pytest.raises(RuntimeError, match=r"(?s)'bad' \(exit 3\).*boom: bad recipe.*not started: later"):
-        runner.pretrain_all(cfg, recipes, stages, Progress(30, lambda s: None))
+        _pretrain_all(recipes, stages, Progress(30, lambda s: None))
     assert set(started) == {"ok", "bad"}  # nothing new starts after a failure; the running one finishes
-    assert stages.get("pretrain:ok", runner.fingerprint(recipes["ok"])) is not None
-    assert stages.get("pretrain:bad", runner.fingerprint(recipes["bad"])) is None
+    assert stages.get("pretrain:ok", recipe_fingerprint(recipes["ok"])) is not None
+    assert stages.get("pretrain:bad", recipe_fingerprint(recipes["bad"])) is None
 
 
 def test_interrupted_study_stops_its_pretraining_children(tmp_path, monkeypatch):
     """SIGTERM to the study while two pretrainings run: both children are stopped before it exits."""
     started, recipes = _fake_children(monkeypatch, tmp_path, {n: "import time; time.sleep(120)" for n in "ab"})
-    cfg = StudyConfig.from_dict({**BASE, "pretrain_jobs": 2})
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
     t0 = time.time()
     with pytest.raises(KeyboardInterrupt):
-        runner.pretrain_all(cfg, recipes, Stages(tmp_path / "stages.json"), Progress(20, lambda s: None))
+        _pretrain_all(recipes, Stages(tmp_path / "stages.json"), Progress(20, lambda s: None))
     assert set(started) == {"a", "b"} and time.time() - t0 < 60
     assert all(p.poll() is not None for p in started.values()), "a pretraining child outlived the study"
-    assert signal.getsignal(signal.SIGTERM) is not runner._raise_interrupt  # the handler is put back
+    assert signal.getsignal(signal.SIGTERM) is not launch._raise_interrupt  # the handler is put back
 
 
 def test_compare_uses_seed_noise():
@@ -172,24 +182,48 @@ def test_compare_uses_seed_noise():
     assert compare({"median": 0.5, "std": 0.0}, {"median": 0.52, "std": 0.0})[0] == "<"
 
 
-def _variant(score, std=0.01, params=1000, mb=4.0):
-    ft = {"demo@1.0": {"score": {"median": score, "std": std, "min": score, "max": score, "n": 3}}}
-    return {"finetune": ft, "measure": {"params_encoder": params, "checkpoint_mb": mb},
-            "curve": {"train": [{"tokens_per_s": 100.0, "peak_memory_mb": 10.0}], "eval": []},
-            "checkpoints": {"1.0": {"flops": 1.0}}}
+def _variant(score, std=0.01, params=1000, mb=4.0, name="v"):
+    ft = {FinetuneKey("demo", 1.0): {"score": {"median": score, "std": std, "min": score, "max": score, "n": 3}}}
+    return VariantResult(name=name, spec={}, run_dir="", finetune=ft,
+                         measure={"params_encoder": params, "checkpoint_mb": mb},
+                         curve={"train": [{"tokens_per_s": 100.0, "peak_memory_mb": 10.0}], "eval": []},
+                         checkpoints={1.0: Checkpoint("", 1, 1.0, 1.0)})
+
+
+def _by_claim(claims):
+    return {c.claim: c for c in claims}
 
 
 def test_claim_verdicts_follow_the_numbers():
     v = {"bert": _variant(0.80), "albert": _variant(0.70, params=300, mb=1.2), "electra": _variant(0.85)}
-    v["albert"]["finetune"]["demo+unshared@1.0"] = {"score": {"median": 0.75, "std": 0.01, "min": 0, "max": 1, "n": 3}}
-    c = {x["claim"]: x for x in evaluate_claims(v)}
-    assert c[1]["verdict"] == "holds"
-    assert c[4]["verdict"] == "holds"  # albert < bert and unshared > shared
-    assert c[5]["verdict"] == "holds"
+    v["albert"].finetune[FinetuneKey("demo", 1.0, unshared=True)] = {
+        "score": {"median": 0.75, "std": 0.01, "min": 0, "max": 1, "n": 3}}
+    c = _by_claim(evaluate_claims(v))
+    assert c[1].verdict == "holds"
+    assert c[4].verdict == "holds"  # albert < bert and unshared > shared
+    assert c[5].verdict == "holds"
     v["electra"] = _variant(0.80)
-    assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "inconclusive"
+    assert _by_claim(evaluate_claims(v))[5].verdict == "inconclusive"
     v["electra"] = _variant(0.60)
-    assert {x["claim"]: x for x in evaluate_claims(v)}[5]["verdict"] == "does not hold"
+    assert _by_claim(evaluate_claims(v))[5].verdict == "does not hold"
+
+
+def test_a_study_with_its_own_variant_names_gets_verdicts_through_its_roles():
+    """Claims read roles, not the built-in names: a user's study maps its own names and gets the same
+    verdicts; without the mapping its claims are not run."""
+    ours = {"base-mlm": _variant(0.80), "lite": _variant(0.70, params=300, mb=1.2), "disc": _variant(0.85),
+            "disc-15": _variant(0.81), "disc-all": _variant(0.84)}
+    builtin = {"bert": ours["base-mlm"], "albert": ours["lite"], "electra": ours["disc"],
+               "electra-15pct": ours["disc-15"], "all-tokens-mlm": ours["disc-all"]}
+    roles = StudyConfig.from_dict({"roles": {"bert": "base-mlm", "albert": "lite", "electra": "disc",
+                                             "electra_15pct": "disc-15", "all_tokens_mlm": "disc-all"}}).roles
+    mine, reference = _by_claim(evaluate_claims(ours, roles)), _by_claim(evaluate_claims(builtin))
+    for n in (1, 4, 5, 7):
+        assert mine[n].verdict == reference[n].verdict != "not run", n
+        assert mine[n].numbers == reference[n].numbers
+    assert all(c.verdict == "not run" for c in evaluate_claims(ours, ClaimRoles()))
+    with pytest.raises(ConfigError, match="valid keys"):
+        StudyConfig.from_dict({"roles": {"berty": "x"}})
 
 
 def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
@@ -197,16 +231,17 @@ def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
 
     base = {"unigram": 0.05, "bigram": 0.15}  # leaving the plateau: at least 0.075
     v = {"bert": _variant(0.80), "albert": _variant(0.70, params=300, mb=1.2), "electra": _variant(0.85)}
-    v["bert"]["curve"]["eval"] = [{"eval_mlm_accuracy": 0.06}, {"eval_mlm_accuracy": 0.20}]  # the last one counts
-    v["albert"]["curve"]["eval"] = [{"eval_mlm_accuracy": 0.074}]
-    v["electra"]["curve"]["eval"] = [{"eval_gen_accuracy": 0.06, "eval_disc_auc": 0.7}]  # its generator decides
-    c = {x["claim"]: x for x in evaluate_claims(v, base)}
-    assert c[5]["verdict"] == "holds" and c[5]["plateau"] == ["electra"]  # the verdict stays; it is qualified
-    assert c[4]["plateau"] == ["albert"]
-    assert "plateau" not in c[1] and "plateau" not in c[6]  # size needs no learning; claim 6 was not run
-    assert not evaluate_claims(v)[4].get("plateau")  # no baselines, no judgement
+    v["bert"].curve["eval"] = [{"eval_mlm_accuracy": 0.06}, {"eval_mlm_accuracy": 0.20}]  # the last one counts
+    v["albert"].curve["eval"] = [{"eval_mlm_accuracy": 0.074}]
+    v["electra"].curve["eval"] = [{"eval_gen_accuracy": 0.06, "eval_disc_auc": 0.7}]  # its generator decides
+    c = _by_claim(evaluate_claims(v, baselines=base))
+    assert c[5].verdict == "holds" and c[5].plateau == ["electra"]  # the verdict stays; it is qualified
+    assert c[4].plateau == ["albert"]
+    assert "plateau" not in c[1].to_json() and "plateau" not in c[6].to_json()  # size needs no learning; 6 not run
+    assert not evaluate_claims(v)[4].plateau  # no baselines, no judgement
     assert left_plateau(v["bert"], base) is True and left_plateau(v["bert"], None) is None
-    atm = {"spec": {"objective": {"variant": "all_tokens_mlm"}}, "curve": {"eval": [{"eval_mlm_accuracy": 0.8}]}}
+    atm = VariantResult(name="atm", spec={"objective": {"variant": "all_tokens_mlm"}}, run_dir="",
+                        curve={"train": [], "eval": [{"eval_mlm_accuracy": 0.8}]})
     assert plateau_accuracy(atm) is None and left_plateau(atm, base) is None  # its accuracy counts copies
 
 
@@ -217,13 +252,16 @@ def test_report_marks_fine_tunings_that_collapsed_to_one_class():
         return {"per_seed": list(seeds), "score": {"median": sorted(seeds)[1], "std": 0.01}}
 
     base = {"demo": {"one_class": [0.3, 0.7], "majority": 0.7}}
-    v = {"bert": {"finetune": {"demo@1.0": ft(0.7, 0.7, 0.7), "demo@0.5": ft(0.7, 0.81, 0.7)}},
-         "albert": {"finetune": {"demo@1.0": ft(0.3, 0.7, 0.3), "demo+unshared@1.0": ft(0.8, 0.9, 0.85)}}}
+    d1, d5, un = FinetuneKey("demo", 1.0), FinetuneKey("demo", 0.5), FinetuneKey("demo", 1.0, unshared=True)
+    v = {"bert": VariantResult(name="bert", spec={}, run_dir="",
+                               finetune={d1: ft(0.7, 0.7, 0.7), d5: ft(0.7, 0.81, 0.7)}),
+         "albert": VariantResult(name="albert", spec={}, run_dir="",
+                                 finetune={d1: ft(0.3, 0.7, 0.3), un: ft(0.8, 0.9, 0.85)})}
     rows = {ln.split(" | ")[0]: ln for ln in _task_table(v, base) if ln.startswith("| ")}
-    assert rows["| variant"] == "| variant | demo @ 0.5 | demo @ 1.0 |"
+    assert rows["| variant"] == "| variant | demo @ 0.5 | demo @ 1 |"
     assert rows["| bert"] == "| bert | 0.700 ± 0.010 | 0.700 ± 0.010 † |"  # one seed above the floor: no mark
     assert rows["| albert"].endswith("| 0.300 ± 0.010 † |")  # a mix of the two classes' floors
-    assert "†" not in rows["| albert+unshared"]
+    assert "†" not in rows["| albert (unshared)"]
     assert rows["| majority class"] == "| majority class | 0.700 | 0.700 |"
 
 
@@ -232,8 +270,7 @@ def test_short_sequence_warm_up_reaches_every_variant(tmp_path):
     warm-up share of the LR schedule is set equal here, so the two step counts must agree)."""
     from encoderlab.data.corpus import CorpusConfig
     from encoderlab.data.prepare import PrepareConfig, prepare
-    from encoderlab.study.runner import recipe_for
-    from encoderlab.train.config import PretrainConfig
+    from encoderlab.study.plan import variant_recipe
     from tests.test_data_helpers import tiny_tokenizer, write_corpus
 
     corpus = write_corpus(tmp_path / "corpus", n_docs=20)
@@ -241,17 +278,18 @@ def test_short_sequence_warm_up_reaches_every_variant(tmp_path):
     prepare(PrepareConfig(corpus=CorpusConfig(paths=(str(corpus),)), valid_count=4), tmp_path / "tok",
             tmp_path / "store")
     data = {"store": str(tmp_path / "store"), "tokenizer": str(tmp_path / "tok")}
-    cfg = StudyConfig.from_dict({**BASE, "seq_len": 64, "short_seq_len": 16, "short_seq_fraction": 0.25,
-                                 "warmup_fraction": 0.25, "budget_flops": 5e11,
-                                 "variants": [*BASE["variants"], ELECTRA]})
+    base = {**BASE["base"], "data": {**BASE["base"]["data"], "seq_len": 64, "short_seq_len": 16}}
+    cfg = StudyConfig.from_dict({**BASE, "base": base, "short_seq_fraction": 0.25, "warmup_fraction": 0.25,
+                                 "budget_flops": 5e11, "variants": [*BASE["variants"], ELECTRA]})
     steps = set()
     for v in cfg.variants:
-        r = PretrainConfig.from_dict(recipe_for(cfg, v, data, tmp_path / v.name))
+        r = variant_recipe(cfg, v, data, tmp_path / v.name)
         assert r.data.short_seq_len == 16
         assert r.data.short_seq_steps == r.optimizer.warmup_steps > 1
         steps.add(r.data.short_seq_steps)
     assert len(steps) == 2  # ELECTRA's steps cost more: fewer of them, a smaller warm-up in steps
-    bad = ({"short_seq_len": 16}, {"short_seq_fraction": 0.5}, {"short_seq_len": 16, "short_seq_fraction": 1.0})
+    short = {**BASE["base"], "data": {**BASE["base"]["data"], "short_seq_len": 16}}
+    bad = ({"base": short}, {"short_seq_fraction": 0.5}, {"base": short, "short_seq_fraction": 1.0})
     for b in bad:
         with pytest.raises(ConfigError, match="short_seq"):
             StudyConfig.from_dict({**BASE, **b})
@@ -301,9 +339,10 @@ def test_report_says_where_speed_and_memory_were_measured_from_their_records():
     cfg = StudyConfig.from_dict({**BASE, "out_dir": "unused"})
 
     def variants(device):
-        return {"bert": {"curve": {"train": [{"device": device, "peak_memory_mb": 1.0, "tokens_per_s": 1.0}]},
-                         "speed": {"tokens_per_s": 1.0, "rounds": [1.0], "threads": 1, "device": device},
-                         "measure": {}}}
+        return {"bert": VariantResult(
+            name="bert", spec={}, run_dir="",
+            curve={"train": [{"device": device, "peak_memory_mb": 1.0, "tokens_per_s": 1.0}], "eval": []},
+            speed={"tokens_per_s": 1.0, "rounds": [1.0], "threads": 1, "device": device})}
 
     gpu, cpu = _speed_note(cfg, variants("cuda")), _speed_note(cfg, variants("cpu"))
     assert "on the GPU" in gpu and "CUDA allocator's peak" in gpu
@@ -342,3 +381,22 @@ def test_pretraining_status_reads_the_last_train_record(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n{\"split\": \"tr")
     line = pretraining_status("bert", tmp_path, 1e12)
     assert "25% of 1e+12 FLOPs (step 10)" in line and "1,234 tokens/s" in line and "~90s left" in line
+
+
+DOC_STUDIES = Path(__file__).resolve().parents[1] / "docs" / "studies"
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in DOC_STUDIES.glob("*/report.json")))
+def test_committed_reports_load_and_their_claims_are_reproduced_by_the_typed_code(folder):
+    """A committed study's report.json (written before typed results, its fine-tunings keyed
+    "task+unshared@0.5") loads into the types, round-trips, and evaluating the claims on it anew
+    gives back every committed verdict, number and plateau list."""
+    from encoderlab.study.results import load_report
+
+    path = DOC_STUDIES / folder / "report.json"
+    results, rest = load_report(path)
+    assert results.variants and all(v.checkpoints and v.finetune for v in results.variants.values())
+    again = StudyResults.from_json(json.loads(json.dumps(results.to_json())))
+    assert again.to_json() == results.to_json()
+    claims = [c.to_json() for c in evaluate_claims(results.variants, baselines=results.mlm_baselines)]
+    assert claims == rest["claims"]

@@ -65,6 +65,7 @@ def prepare(cfg: PrepareConfig, tokenizer_dir: str | Path, out: str | Path) -> d
     """Build (or resume) a token store in ``out``; returns the metadata written to meta.json."""
     out = Path(out)
     tokenizer = load_tokenizer(tokenizer_dir)
+    tokenizer.require_all_roles()  # the store records each special id; masking needs [MASK]
     corpus = Corpus(cfg.corpus)  # resolves paths now: a missing one fails before any work
     manifest = _open_manifest(out, cfg, tokenizer)
     done = manifest["shards"]

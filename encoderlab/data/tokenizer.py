@@ -1,11 +1,14 @@
-"""Tokenizer training (WordPiece, BERT-style; or SentencePiece-style Unigram, ALBERT's) and a wrapper.
+"""The one tokenizer stack: training (WordPiece, BERT-style; or SentencePiece-style Unigram,
+ALBERT's), loading a tokenizer directory, and encoding for the token store and for models.
 
 Every family in a comparison shares one tokenizer; its :attr:`Tokenizer.hash` is recorded in each
 token store, which refuses a different one. Special tokens are [PAD] [UNK] [CLS] [SEP] [MASK] with
 ids 0..4 (so padding is id 0 everywhere). A trained directory loads with
 ``transformers.BertTokenizerFast.from_pretrained(dir)`` (WordPiece) or ``PreTrainedTokenizerFast``
-(Unigram), and with :func:`load_tokenizer`, which also accepts directories of imported checkpoints
-(``tokenizer.json`` or a bare BERT ``vocab.txt``).
+(Unigram), and with :func:`load_tokenizer`, which also reads the directories of imported
+checkpoints: ``tokenizer.json``, or a bare BERT ``vocab.txt`` rebuilt as BERT's fast tokenizer.
+Lowercasing has one rule: ``do_lower_case`` in the directory's ``tokenizer_config.json``, true when
+absent (transformers' BertTokenizer default); it is never guessed from the vocabulary.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -26,8 +30,8 @@ from encoderlab.errors import DataError, InputNotFoundError
 
 log = logging.getLogger("encoderlab.data")
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-_ROLE_NAMES = {  # accepted spellings per role, for imported tokenizers (ALBERT uses <pad>, <unk>)
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # what train_tokenizer writes
+ROLE_NAMES = {  # accepted spellings per role, for imported tokenizers (ALBERT uses <pad>, <unk>)
     "pad": ("[PAD]", "<pad>"),
     "unk": ("[UNK]", "<unk>"),
     "cls": ("[CLS]", "<s>"),
@@ -115,26 +119,53 @@ class _Counted:
             yield text
 
 
-class Tokenizer:
-    """A thin wrapper over ``tokenizers.Tokenizer`` with the ids and tables the pipeline needs."""
+@dataclass
+class Encoded:
+    """One model input: [CLS] a [SEP] (b [SEP]), truncated; see :meth:`Tokenizer.encode_inputs`."""
 
-    def __init__(self, tok: tokenizers.Tokenizer, *, lowercase: bool = True):
+    ids: list[int]
+    type_ids: list[int]
+    special: list[bool]  # True at [CLS]/[SEP]/[PAD]: positions that are not text
+    tokens: list[str]
+
+
+class Tokenizer:
+    """A thin wrapper over ``tokenizers.Tokenizer`` with the ids and tables the pipeline needs.
+
+    [CLS] and [SEP] (or <s>, </s>) are required; a tokenizer without [PAD], [UNK] or [MASK] still
+    encodes fine-tuning inputs (padding then uses id 0), and :meth:`require_all_roles` refuses it
+    where those ids are needed (a token store)."""
+
+    def __init__(self, tok: tokenizers.Tokenizer, *, lowercase: bool = True, source: str = ""):
         tok.no_truncation()
         tok.no_padding()
         self.tok = tok
         self.lowercase = lowercase
+        self.source = source
         self.model_type: str = json.loads(tok.to_str())["model"]["type"]
         vocab = tok.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1
-        ids = {}
-        for role, names in _ROLE_NAMES.items():
-            found = [vocab[n] for n in names if n in vocab]
-            if not found:
-                raise ValueError(f"tokenizer has no {role} token (looked for {list(names)})")
-            ids[role] = found[0]
-        self.pad_id, self.unk_id, self.cls_id = ids["pad"], ids["unk"], ids["cls"]
-        self.sep_id, self.mask_id = ids["sep"], ids["mask"]
-        self.special_ids = tuple(sorted(ids.values()))
+        self.role_ids: dict[str, int | None] = {
+            role: next((vocab[n] for n in names if n in vocab), None) for role, names in ROLE_NAMES.items()}
+        for role in ("cls", "sep"):
+            if self.role_ids[role] is None:
+                raise ValueError(f"tokenizer has no {role} token (looked for {list(ROLE_NAMES[role])})")
+        self.cls_id: int = self.role_ids["cls"]
+        self.sep_id: int = self.role_ids["sep"]
+        self.unk_id, self.mask_id = self.role_ids["unk"], self.role_ids["mask"]
+        self.pad_id: int = self.role_ids["pad"] if self.role_ids["pad"] is not None else 0
+        self.special_ids = tuple(sorted(i for i in self.role_ids.values() if i is not None))
+
+    def require_all_roles(self) -> None:
+        """Refuse a tokenizer that lacks one of the five special tokens (pretraining needs each)."""
+        missing = [r for r, i in self.role_ids.items() if i is None]
+        if missing:
+            raise DataError(f"{self.source or 'tokenizer'}: no {', '.join(missing)} token (looked for "
+                            + "; ".join(f"{r}: {list(ROLE_NAMES[r])}" for r in missing) + ")")
+
+    @property
+    def mask_token(self) -> str | None:
+        return self.tok.id_to_token(self.mask_id) if self.mask_id is not None else None
 
     # ---- identity -----------------------------------------------------------------------------
     @property
@@ -143,7 +174,7 @@ class Tokenizer:
         canonical = json.dumps(json.loads(self.tok.to_str()), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
-    # ---- encoding -----------------------------------------------------------------------------
+    # ---- token-store encoding: whole texts, no [CLS]/[SEP] unless asked --------------------------
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return self.tok.encode(text, add_special_tokens=add_special_tokens).ids
 
@@ -158,6 +189,27 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         return self.tok.token_to_id(token)
+
+    # ---- model inputs ---------------------------------------------------------------------------
+    def encode_inputs(self, a: list[str], b: list[str] | None = None, max_length: int = 128) -> list[Encoded]:
+        """Texts (or pairs) as [CLS] a [SEP] (b [SEP]), truncated to ``max_length`` tokens."""
+        self.tok.enable_truncation(max_length)
+        try:
+            out = self.tok.encode_batch(list(zip(a, b)) if b is not None else list(a), add_special_tokens=True)
+        finally:
+            self.tok.no_truncation()  # encode() and the token store see whole texts
+        return [Encoded(e.ids, e.type_ids, [bool(s) for s in e.special_tokens_mask], e.tokens) for e in out]
+
+    def encode_input(self, a: str, b: str | None = None, max_length: int = 512) -> Encoded:
+        return self.encode_inputs([a], [b] if b is not None else None, max_length)[0]
+
+    def word_id(self, word: str) -> int:
+        """The id of a word that must be a single token (a verbalizer's label word)."""
+        e = self.tok.encode(word, add_special_tokens=False)
+        if len(e.ids) != 1:
+            raise ValueError(f"label word {word!r} is {len(e.ids)} tokens {e.tokens} in {self.source}; "
+                             "choose words that are one token each")
+        return e.ids[0]
 
     def word_start_table(self) -> np.ndarray:
         """(V,) bool: does token i begin a word? WordPiece: not a ``##`` piece; Unigram: starts with ▁."""
@@ -181,7 +233,7 @@ class Tokenizer:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         files: dict[str, str] = {}
-        names = {r: self.tok.id_to_token(getattr(self, f"{r}_id")) for r in _ROLE_NAMES}
+        names = {r: self.tok.id_to_token(i) for r, i in self.role_ids.items() if i is not None}
         config = {f"{r}_token": n for r, n in names.items()}
         config |= {"model_max_length": 512, "do_lower_case": self.lowercase}
         if self.model_type == "WordPiece":
@@ -207,37 +259,62 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    """Load a directory written by :func:`train_tokenizer` or a Hugging Face tokenizer directory."""
+    """The tokenizer of a directory written by :func:`train_tokenizer`, a checkpoint (an ELECTRA
+    pair keeps it in each half) or a transformers tokenizer directory: ``tokenizer.json``, else a
+    bare BERT ``vocab.txt``. Lowercasing: ``do_lower_case`` of ``tokenizer_config.json``, default true."""
     path = Path(path)
     if not path.is_dir():
         raise InputNotFoundError(f"tokenizer directory {path} does not exist")
-    config_file = path / "tokenizer_config.json"
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{config_file}: not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        raise DataError(f"{config_file}: expected a JSON object, got {type(config).__name__}")
+    if not any((path / f).exists() for f in ("tokenizer.json", "vocab.txt")):
+        for half in ("discriminator", "generator"):
+            if any((path / half / f).exists() for f in ("tokenizer.json", "vocab.txt")):
+                return load_tokenizer(path / half)
+        raise InputNotFoundError(f"{path}: neither tokenizer.json nor vocab.txt found (save the checkpoint with "
+                                 "tokenizer_dir=..., or pass --tokenizer DIR)")
+    config = _tokenizer_config(path / "tokenizer_config.json")
     lowercase = bool(config.get("do_lower_case", True))
     if (path / "tokenizer.json").exists():
         try:
             tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
         except Exception as e:  # the Rust side raises a bare Exception for any malformed file
             raise DataError(f"{path / 'tokenizer.json'}: not a tokenizers file ({e})") from None
-        try:
-            return Tokenizer(tok, lowercase=lowercase)
-        except ValueError as e:
-            raise DataError(f"{path / 'tokenizer.json'}: {e}") from None
-    if (path / "vocab.txt").exists():  # a bare BERT checkpoint: rebuild BERT's fast tokenizer
-        tok = tokenizers.Tokenizer(models.WordPiece.from_file(str(path / "vocab.txt"), unk_token="[UNK]"))
-        tok.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=config.get("tokenize_chinese_chars", True),
-            strip_accents=config.get("strip_accents"), lowercase=lowercase,
-        )
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.decoder = decoders.WordPiece()
-        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        if cls is not None and sep is not None:
-            tok.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
-        return Tokenizer(tok, lowercase=lowercase)
-    raise InputNotFoundError(f"{path}: neither tokenizer.json nor vocab.txt found")
+        where = path / "tokenizer.json"
+    else:
+        tok, where = _bert_wordpiece(path / "vocab.txt", config, lowercase), path / "vocab.txt"
+    try:
+        return Tokenizer(tok, lowercase=lowercase, source=str(path))
+    except ValueError as e:
+        raise DataError(f"{where}: {e}") from None
+
+
+def _tokenizer_config(config_file: Path) -> dict:
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{config_file}: not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise DataError(f"{config_file}: expected a JSON object, got {type(config).__name__}")
+    return config
+
+
+def _bert_wordpiece(vocab_file: Path, config: dict, lowercase: bool) -> tokenizers.Tokenizer:
+    """BERT's fast tokenizer around a bare vocab.txt (an old BERT checkpoint directory)."""
+    try:
+        tok = tokenizers.Tokenizer(models.WordPiece.from_file(str(vocab_file), unk_token="[UNK]"))
+    except Exception as e:  # as above: a bare Exception for an unreadable vocabulary
+        raise DataError(f"{vocab_file}: not a WordPiece vocabulary ({e})") from None
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=config.get("tokenize_chinese_chars", True),
+        strip_accents=config.get("strip_accents"), lowercase=lowercase,
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    vocab = tok.get_vocab()
+    # registered as special, so that a "[MASK]" written in a text is the mask token, not 3 pieces
+    tok.add_special_tokens([n for names in ROLE_NAMES.values() for n in names if n in vocab])
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    if cls is not None and sep is not None:
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return tok

@@ -1,10 +1,17 @@
 """CLI: ``encoderlab finetune``, ``encoderlab eval {glue,pppl,minimal-pairs,prompt}``, ``fill``, ``detect``.
 
-Parsing only; the work is in encoderlab.eval.{finetune,intrinsic,prompting}.
+Settings are ``key=value`` overrides of the command's config, as for ``pretrain`` and ``study``:
+FinetuneConfig (finetune, eval glue), PromptConfig (eval prompt), ScoringConfig (eval pppl,
+minimal-pairs); all in encoderlab/eval/config.py. E.g.
+``encoderlab finetune --model CKPT --task sst2 epochs=3 learning_rate=1e-4``. The flags of earlier
+versions (``--lr``, ``--epochs``, ``--precision``, ``--set KEY=VALUE`` ...) stay as aliases; a
+``key=value`` given as well wins. Parsing only; the work is in encoderlab.eval.{finetune,intrinsic,prompting}.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 import time
@@ -15,6 +22,7 @@ import torch
 from encoderlab.eval.tasks import get_task
 
 MODEL_HELP = "checkpoint directory (encoderlab or transformers safetensors); default $ENCODERLAB_MODEL"
+OVERRIDES_HELP = "{} overrides, e.g. {}"
 
 
 def register(sub) -> None:
@@ -37,14 +45,14 @@ def register(sub) -> None:
     _model_args(pp)
     pp.add_argument("--text-file", required=True, help="one sentence per line")
     pp.add_argument("--max-lines", type=int, default=None)
-    _precision_args(pp)
+    _scoring_args(pp)
     pp.set_defaults(func=_pppl)
 
     mp = evs.add_parser("minimal-pairs", help="accuracy on BLiMP-format jsonl minimal pairs")
     _model_args(mp)
     mp.add_argument("--pairs", required=True, nargs="+", help="BLiMP jsonl file(s)")
     mp.add_argument("--method", default="auto", choices=["auto", "mlm", "discriminator"])
-    _precision_args(mp)
+    _scoring_args(mp)
     mp.set_defaults(func=_pairs)
 
     pr = evs.add_parser("prompt", help="PET-style zero/few-shot classification")
@@ -54,13 +62,16 @@ def register(sub) -> None:
     pr.add_argument("--k", default="0,16,32", help="comma-separated shots per class; 0 = zero-shot")
     pr.add_argument("--seeds", type=int, default=5, help="k-shot sets / training seeds per k")
     pr.add_argument("--method", default="auto", choices=["auto", "mlm", "discriminator"])
-    pr.add_argument("--template", default=None, help="e.g. '{a} It was [MASK] .'")
-    pr.add_argument("--verbalizer", default=None, help="comma-separated label words, in label order")
-    pr.add_argument("--steps", type=int, default=100)
-    pr.add_argument("--lr", type=float, default=1e-5)
-    pr.add_argument("--max-eval", type=int, default=None)
     pr.add_argument("--out", default=None)
-    _precision_args(pr)
+    _alias(pr, "--template", "template", help="e.g. '{a} It was [MASK] .'")
+    _alias(pr, "--verbalizer", "verbalizer", type=lambda v: tuple(w.strip() for w in v.split(",")),
+           help="comma-separated label words, in label order")
+    _alias(pr, "--steps", "steps", type=int)
+    _alias(pr, "--lr", "learning_rate", type=float)
+    _alias(pr, "--max-eval", "max_eval_examples", type=int)
+    _precision_aliases(pr)
+    pr.add_argument("overrides", nargs="*", metavar="key=value",
+                    help=OVERRIDES_HELP.format("PromptConfig", "steps=50 verbalizer=[bad,good]"))
     pr.set_defaults(func=_prompt)
 
     f = sub.add_parser("fill", help="top-k fillers for each [MASK] (MLM checkpoints)")
@@ -82,43 +93,52 @@ def _model_args(p) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
 
 
-def _precision_args(p) -> None:
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                   help="auto (default): bf16 autocast where this machine runs it faster than fp32")
-    # The flags of earlier versions, kept as aliases.
-    p.add_argument("--bf16", dest="precision", action="store_const", const="bf16", help="same as --precision bf16")
-    p.add_argument("--no-bf16", dest="precision", action="store_const", const="fp32", help="same as --precision fp32")
-
-
-def _resolved(model, precision: str):
-    """The precision to score ``model`` in on the CPU, printed with its reason."""
-    from encoderlab.models.networks import ElectraPair
-    from encoderlab.precision import resolve_precision
-
-    net = model.discriminator if isinstance(model, ElectraPair) else model
-    enc = net.encoder.config
-    choice = resolve_precision(precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)
-    print(f"precision {choice.precision} ({choice.reason})")
-    return choice.precision
-
-
 def _finetune_args(p) -> None:
     p.add_argument("--data-dir", default=None, help="GLUE-style root, the task's folder, or $ENCODERLAB_DATA_DIR")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds (0..N-1); the median is reported")
-    p.add_argument("--epochs", type=float, default=None, help="default: the task's (3; 10 for RTE, STS-B)")
-    p.add_argument("--lr", type=float, default=None, help="default: by model size (ELECTRA paper)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--max-train", type=int, default=None, help="cap training examples (a fixed random subset)")
-    p.add_argument("--max-eval", type=int, default=None, help="cap examples per eval split")
-    _precision_args(p)
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="FinetuneConfig overrides")
     p.add_argument("--out", default=None, help="results JSON (default results/<kind>-<task>-<time>.json)")
+    _alias(p, "--epochs", "epochs", type=float, help="default: the task's (3; 10 for RTE, STS-B)")
+    _alias(p, "--lr", "learning_rate", type=float, help="default: by model size (ELECTRA paper)")
+    _alias(p, "--batch-size", "batch_size", type=int)
+    _alias(p, "--max-length", "max_length", type=int)
+    _alias(p, "--max-train", "max_train_examples", type=int, help="a fixed random subset of the training examples")
+    _alias(p, "--max-eval", "max_eval_examples", type=int, help="cap examples per eval split")
+    _precision_aliases(p)
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="same as key=value (an alias)")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help=OVERRIDES_HELP.format("FinetuneConfig", "epochs=3 learning_rate=1e-4 device=cpu"))
+
+
+def _scoring_args(p) -> None:
+    _precision_aliases(p)
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help=OVERRIDES_HELP.format("ScoringConfig", "precision=fp32 max_length=64"))
+
+
+def _alias(p, flag: str, key: str, *, type=str, help: str = "") -> None:
+    """A flag that sets one config key (kept from earlier versions); key=value does the same."""
+    p.add_argument(flag, dest=f"alias.{key}", metavar=key.upper(), type=type, default=argparse.SUPPRESS,
+                   help=f"alias of {key}=" + (f"; {help}" if help else ""))
+
+
+def _precision_aliases(p) -> None:
+    p.add_argument("--precision", dest="alias.precision", choices=["auto", "fp32", "bf16"], default=argparse.SUPPRESS,
+                   help="alias of precision= (auto, the default: bf16 autocast where this machine runs it faster)")
+    for flag, value in (("--bf16", "bf16"), ("--no-bf16", "fp32")):
+        p.add_argument(flag, dest="alias.precision", action="store_const", const=value, default=argparse.SUPPRESS,
+                       help=f"alias of precision={value}")
+
+
+def _config(cls, args, overrides: list[str] | None = None):
+    """``cls`` with the alias flags given, then the key=value overrides (--set first, then positional)."""
+    given = {k.removeprefix("alias."): v for k, v in vars(args).items() if k.startswith("alias.")}
+    items = [*getattr(args, "set", []), *(args.overrides if overrides is None else overrides)]
+    return cls().replace(**given).with_overrides(items)
 
 
 def _setup(args):
     from encoderlab.checkpoint import load_model
-    from encoderlab.eval.tokenization import load_tokenizer
+    from encoderlab.data.tokenizer import load_tokenizer
 
     if not args.model:
         raise ValueError("no model: pass --model CKPT or set ENCODERLAB_MODEL")
@@ -127,13 +147,15 @@ def _setup(args):
     return load_model(args.model), load_tokenizer(args.tokenizer or args.model)
 
 
-def _config(args):
-    from encoderlab.eval.finetune import FinetuneConfig
+def _resolved(model, precision: str):
+    """The precision to score ``model`` in on the CPU, printed with its reason."""
+    from encoderlab.models.pairs import deployed
+    from encoderlab.precision import resolve_precision
 
-    cfg = FinetuneConfig(learning_rate=args.lr, epochs=args.epochs, batch_size=args.batch_size,
-                         max_length=args.max_length, max_train_examples=args.max_train,
-                         max_eval_examples=args.max_eval, precision=args.precision)
-    return cfg.with_overrides(args.set) if args.set else cfg
+    enc = deployed(model).encoder.config
+    choice = resolve_precision(precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)
+    print(f"precision {choice.precision} ({choice.reason})")
+    return choice.precision
 
 
 def _write(results: dict, out: str | None, kind: str, name: str) -> None:
@@ -144,10 +166,12 @@ def _write(results: dict, out: str | None, kind: str, name: str) -> None:
 
 
 def _finetune(args) -> int:
+    from encoderlab.eval.config import FinetuneConfig
     from encoderlab.eval.finetune import finetune
 
+    cfg = _config(FinetuneConfig, args)  # a bad key fails before the model is loaded
     model, _ = _setup(args)
-    r = finetune(model, args.task, _config(args), args.seeds, data_dir=args.data_dir,
+    r = finetune(model, args.task, cfg, args.seeds, data_dir=args.data_dir,
                  tokenizer_dir=args.tokenizer or args.model)
     r["model"] = str(args.model)
     for k, s in r["summary"].items():
@@ -158,13 +182,15 @@ def _finetune(args) -> int:
 
 
 def _glue(args) -> int:
+    from encoderlab.eval.config import FinetuneConfig
     from encoderlab.eval.finetune import evaluate_glue, glue_table
 
-    model, _ = _setup(args)
+    cfg = _config(FinetuneConfig, args)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     for t in tasks:
         get_task(t)  # fail on a typo before any training
-    r = evaluate_glue(model, tasks, _config(args), args.seeds, data_dir=args.data_dir,
+    model, _ = _setup(args)
+    r = evaluate_glue(model, tasks, cfg, args.seeds, data_dir=args.data_dir,
                       tokenizer_dir=args.tokenizer or args.model)
     r["model"] = str(args.model)
     for t in r["tasks"].values():
@@ -175,13 +201,15 @@ def _glue(args) -> int:
 
 
 def _pppl(args) -> int:
+    from encoderlab.eval.config import ScoringConfig
     from encoderlab.eval.intrinsic import pseudo_perplexity
 
+    cfg = _config(ScoringConfig, args)
     model, tok = _setup(args)
     lines = [s.strip() for s in Path(args.text_file).read_text(encoding="utf-8").splitlines() if s.strip()]
     lines = lines[: args.max_lines] if args.max_lines else lines
     t0 = time.perf_counter()
-    r = pseudo_perplexity(model, tok, lines, precision=_resolved(model, args.precision))
+    r = pseudo_perplexity(model, tok, lines, max_length=cfg.max_length, precision=_resolved(model, cfg.precision))
     dt = time.perf_counter() - t0
     print(f"pseudo-perplexity {r['pseudo_perplexity']:.3f}  (PLL {r['pll']:.1f} over {r['tokens']} tokens, "
           f"{r['sentences']} sentences, {r['sentences'] / dt:.1f} sentences/s)")
@@ -189,12 +217,19 @@ def _pppl(args) -> int:
 
 
 def _pairs(args) -> int:
+    from encoderlab.eval.config import ScoringConfig
     from encoderlab.eval.intrinsic import minimal_pairs_accuracy
 
+    # --pairs takes every word after it, so key=value written after the files lands there
+    keys = {f.name for f in dataclasses.fields(ScoringConfig)}
+    moved = [a for a in args.pairs if "=" in a and a.split("=", 1)[0] in keys]
+    paths = [a for a in args.pairs if a not in moved]
+    cfg = _config(ScoringConfig, args, [*args.overrides, *moved])
     model, tok = _setup(args)
-    precision = _resolved(model, args.precision)
-    for path in args.pairs:
-        r = minimal_pairs_accuracy(model, tok, path, method=args.method, precision=precision)
+    precision = _resolved(model, cfg.precision)
+    for path in paths:
+        r = minimal_pairs_accuracy(model, tok, path, method=args.method, max_length=cfg.max_length,
+                                   precision=precision)
         print(f"{path}: accuracy {r['accuracy']:.4f} over {r['n']} pairs ({r['method']})")
         for uid, s in r["by_uid"].items():
             print(f"  {uid:<40} {s['accuracy']:.4f}  (n={s['n']})")
@@ -202,12 +237,11 @@ def _pairs(args) -> int:
 
 
 def _prompt(args) -> int:
-    from encoderlab.eval.prompting import PromptConfig, prompt_classify
+    from encoderlab.eval.config import PromptConfig
+    from encoderlab.eval.prompting import prompt_classify
 
+    cfg = _config(PromptConfig, args)
     model, _ = _setup(args)
-    cfg = PromptConfig(template=args.template, steps=args.steps, learning_rate=args.lr, max_eval_examples=args.max_eval,
-                       precision=args.precision,
-                       verbalizer=tuple(w.strip() for w in args.verbalizer.split(",")) if args.verbalizer else ())
     out = {}
     for k in [int(x) for x in args.k.split(",")]:
         r = prompt_classify(model, args.task, cfg, k=k, seeds=args.seeds, method=args.method,

@@ -29,13 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import platform
-import re
-import statistics
-import sys
 import time
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -43,46 +38,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.checkpoint import load_model
-from encoderlab.config import Config, ConfigError, renamed_bf16
+from encoderlab.data.tokenizer import Encoded, Tokenizer, load_tokenizer
 from encoderlab.device import resolve_device
 from encoderlab.eval import metrics as M
+from encoderlab.eval.common import adamw, collate, length_batches, spread, versions
+from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
-from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
-from encoderlab.models.networks import ElectraPair, SequenceClassifier, materialize_gdes
+from encoderlab.models.networks import SequenceClassifier
+from encoderlab.models.pairs import deployed, materialize_gdes
 from encoderlab.precision import PrecisionChoice, autocast, resolve_precision
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FinetuneConfig(Config):
-    RENAMED = {"bf16": renamed_bf16}
-
-    learning_rate: float | None = None  # None: by model size (ELECTRA paper)
-    layer_decay: float = 0.8
-    warmup: float = 0.1  # fraction of the steps
-    epochs: float | None = None  # None: the task's default (3; 10 for RTE and STS-B)
-    batch_size: int = 32
-    max_length: int = 128
-    weight_decay: float = 0.01
-    adam_eps: float = 1e-6
-    grad_clip: float = 1.0
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where it is faster (precision.py)
-    bucket: bool = True
-    max_train_examples: int | None = None  # a fixed random subset (the same for every seed)
-    max_eval_examples: int | None = None
-    eval_batch_size: int = 128
-    classifier_dropout: float = 0.1
-    device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
-
-    def validate(self) -> None:
-        if not isinstance(self.device, str) or not (self.device in ("auto", "cpu", "cuda")
-                                                     or re.fullmatch(r"cuda:\d+", self.device)):
-            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        if not 0 < self.layer_decay <= 1:
-            raise ConfigError(f"layer_decay must be in (0, 1], got {self.layer_decay}")
-        if not 0 <= self.warmup < 1:
-            raise ConfigError(f"warmup must be in [0, 1), got {self.warmup}")
-        if self.batch_size < 1 or self.max_length < 8:
-            raise ConfigError("batch_size must be >= 1 and max_length >= 8")
 
 
 def default_learning_rate(hidden_size: int) -> float:
@@ -129,16 +93,6 @@ def param_groups(model: nn.Module, lr: float, decay: float, weight_decay: float)
             for (s, no_wd), ps in sorted(groups.items(), key=lambda kv: -kv[0][0])]
 
 
-def adamw(params, lr: float, eps: float = 1e-6, weight_decay: float = 0.01) -> torch.optim.AdamW:
-    """AdamW, fused when this torch supports it on the device: for MiniLM-L6 (22.7M parameters) a
-    fused step took 29 ms vs 156 ms for the default one on one shared core, against 103 ms for the
-    bf16 forward and backward of a batch of 16."""
-    try:
-        return torch.optim.AdamW(params, lr=lr, eps=eps, weight_decay=weight_decay, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.AdamW(params, lr=lr, eps=eps, weight_decay=weight_decay)
-
-
 def lr_factor(step: int, total: int, warmup_steps: int) -> float:
     """Linear warm-up to 1 over warmup_steps (the first step already > 0), then linear decay to 0."""
     if step < warmup_steps:
@@ -146,53 +100,14 @@ def lr_factor(step: int, total: int, warmup_steps: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup_steps))
 
 
-# ---- batching -----------------------------------------------------------------------------------
-def length_batches(lengths, batch_size: int, rng: np.random.Generator | None, bucket: bool = True,
-                   chunk_batches: int = 50) -> list[np.ndarray]:
-    """Index batches. Training (rng given): shuffle, sort by length within chunks of ``chunk_batches``
-    batches, shuffle the batches. Evaluation (rng None): sorted by length, so padding is minimal."""
-    lengths = np.asarray(lengths)
-    n = len(lengths)
-    if rng is None:
-        order = np.argsort(lengths, kind="stable") if bucket else np.arange(n)
-        return [order[i : i + batch_size] for i in range(0, n, batch_size)]
-    order = rng.permutation(n)
-    if bucket:
-        chunk = batch_size * chunk_batches
-        chunks = np.split(order, range(chunk, n, chunk))
-        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks])
-    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
-    rng.shuffle(batches)
-    return batches
-
-
-def collate(encoded: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad to the batch's longest sequence (dynamic padding)."""
-    T = max(len(e.ids) for e in encoded)
-    ids = torch.full((len(encoded), T), pad_id, dtype=torch.long)  # (B, T)
-    types = torch.zeros_like(ids)
-    mask = torch.zeros_like(ids)
-    for i, e in enumerate(encoded):
-        n = len(e.ids)
-        ids[i, :n] = torch.tensor(e.ids)
-        types[i, :n] = torch.tensor(e.type_ids)
-        mask[i, :n] = 1
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-
-
 # ---- models --------------------------------------------------------------------------------------
-def pretrained_encoder_source(model: nn.Module) -> nn.Module:
-    """The network whose encoder is fine-tuned: an ELECTRA pair's discriminator, else the model."""
-    return model.discriminator if isinstance(model, ElectraPair) else model
-
-
 def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.1) -> SequenceClassifier:
     """A SequenceClassifier with the pretrained encoder's weights and a fresh head.
 
     Only the pooler may be absent from the pretrained encoder state (MLM-only checkpoints): it
     then keeps its fresh initialization; any other missing or unexpected weight is an error.
     """
-    src = pretrained_encoder_source(pretrained)
+    src = deployed(pretrained)
     cfg = src.config.with_head("sequence_classification", generator=None, num_labels=num_labels,
                                classifier_dropout=dropout)
     if cfg.family != "electra" and not cfg.encoder.pooler:  # the pooler head needs one: fresh
@@ -207,18 +122,18 @@ def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.
     return clf
 
 
-def check_vocab(tok: TextTokenizer, model: nn.Module, where: str) -> None:
-    V = pretrained_encoder_source(model).encoder.config.vocab_size
+def check_vocab(tok: Tokenizer, model: nn.Module, where: str) -> None:
+    V = deployed(model).encoder.config.vocab_size
     if tok.vocab_size > V:
         raise ValueError(f"{where}: tokenizer has {tok.vocab_size} tokens but the model's vocabulary is {V}: "
                          "wrong tokenizer for this checkpoint?")
 
 
 # ---- one seed ------------------------------------------------------------------------------------
-def _encode(tok: TextTokenizer, examples: list[Example], max_length: int) -> list[Encoded]:
+def _encode(tok: Tokenizer, examples: list[Example], max_length: int) -> list[Encoded]:
     a = [e.text_a for e in examples]
     b = [e.text_b for e in examples] if examples and examples[0].text_b is not None else None
-    return tok.encode_batch(a, b, max_length)
+    return tok.encode_inputs(a, b, max_length)
 
 
 def _subset(xs: list, n: int | None, seed: int = 0) -> list:
@@ -272,7 +187,7 @@ def one_class_scores(data: TaskData, cfg: FinetuneConfig) -> list[float]:
             for c in range(data.num_labels)]
 
 
-def train_seed(pretrained: nn.Module, tok: TextTokenizer, data: TaskData, cfg: FinetuneConfig, seed: int,
+def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: FinetuneConfig, seed: int,
                log=print) -> dict:
     """Fine-tune one copy of the pretrained encoder with one seed and score every eval split."""
     spec = data.spec
@@ -346,27 +261,6 @@ def resolve_for(model: nn.Module, cfg: FinetuneConfig, device: torch.device) -> 
     return resolve_precision(cfg.precision, device, hidden=enc.hidden_size, intermediate=enc.intermediate_size)
 
 
-# ---- several seeds -------------------------------------------------------------------------------
-def spread(values: list[float]) -> dict[str, float]:
-    """Median and spread over seeds (never the best of N)."""
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-           "platform": platform.platform()}
-    for mod in ("tokenizers", "transformers", "encoderlab"):
-        m = sys.modules.get(mod)
-        if m is None:
-            try:
-                m = __import__(mod)
-            except ImportError:
-                continue
-        out[mod] = getattr(m, "__version__", "unknown")
-    return out
-
-
 def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: FinetuneConfig | None = None,
              seeds: int | list[int] = 1, *, data_dir: str | Path | None = None, tokenizer_dir=None,
              log=print) -> dict:
@@ -386,7 +280,7 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
     check_vocab(tok, pretrained, str(tokenizer_dir or model_dir))
     data = load_task(spec, data_dir)
     log(data.summary())
-    positions = pretrained_encoder_source(pretrained).encoder.config.max_position_embeddings
+    positions = deployed(pretrained).encoder.config.max_position_embeddings
     if cfg.max_length > positions:
         log(f"  max_length {cfg.max_length} capped at the model's {positions} positions")
     if cfg.max_train_examples is not None or cfg.max_eval_examples is not None:
@@ -397,7 +291,7 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
     summary = {k: spread([r["scores"][k] for r in runs]) for k in metric_names}
     return {
         "task": spec.name, "model": str(model_dir) if not isinstance(model_dir, nn.Module) else "<in-memory>",
-        "family": pretrained_encoder_source(pretrained).config.family,
+        "family": deployed(pretrained).config.family,
         "config": cfg.to_dict(), "precision": runs[0]["precision"], "precision_reason": runs[0]["precision_reason"],
         "task_spec": spec.to_dict(), "labels": list(data.labels),
         "num_train": min(len(data.train), cfg.max_train_examples or len(data.train)),

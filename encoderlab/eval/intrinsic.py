@@ -23,10 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from encoderlab.eval.finetune import collate
+from encoderlab.data.tokenizer import Tokenizer
+from encoderlab.eval.common import collate
 from encoderlab.eval.tasks import TaskDataError, iter_jsonl
-from encoderlab.eval.tokenization import TextTokenizer
-from encoderlab.models.networks import Discriminator, ElectraPair, EncoderModel, MaskedLM
+from encoderlab.models.networks import Discriminator, EncoderModel, MaskedLM
+from encoderlab.models.pairs import ElectraPair, deployed
 from encoderlab.precision import autocast
 
 
@@ -35,42 +36,43 @@ class NoSuchHeadError(ValueError):
 
 
 def mlm_network(model: nn.Module) -> MaskedLM:
-    """The MLM of a checkpoint: the model itself, or an ELECTRA pair's generator."""
-    if isinstance(model, MaskedLM):
-        return model
+    """The MLM of a checkpoint: an ELECTRA pair's generator, else the deployed network when it is one."""
     if isinstance(model, ElectraPair):
         return model.generator
-    if isinstance(model, Discriminator):
+    net = deployed(model)
+    if isinstance(net, MaskedLM):
+        return net
+    if isinstance(net, Discriminator):
         raise NoSuchHeadError("this checkpoint is an ELECTRA discriminator only: it has no MLM head, so it cannot "
                               "fill in or score masked tokens. Use `encoderlab detect` with it, or load the ELECTRA "
                               "pair checkpoint (generator + discriminator) for MLM scoring.")
-    if isinstance(model, EncoderModel):
+    if isinstance(net, EncoderModel):
         raise NoSuchHeadError("this checkpoint is a bare encoder (e.g. transformers' BertModel, as in "
                               "sentence-transformers models) with no MLM head: it cannot fill in masked tokens. "
                               "Use a checkpoint with an MLM head (BertForMaskedLM / BertForPreTraining / "
                               "ElectraForMaskedLM, or an encoderlab mlm, pretraining or electra checkpoint).")
-    raise NoSuchHeadError(f"a {type(model).__name__} has no MLM head: fill and PLL need an MLM checkpoint")
+    raise NoSuchHeadError(f"a {type(net).__name__} has no MLM head: fill and PLL need an MLM checkpoint")
 
 
 def discriminator_network(model: nn.Module) -> Discriminator:
-    if isinstance(model, Discriminator):
-        return model
-    if isinstance(model, ElectraPair):
-        return model.discriminator
+    """The discriminator of a checkpoint: the deployed network of an ELECTRA pair or checkpoint."""
+    net = deployed(model)
+    if isinstance(net, Discriminator):
+        return net
     raise NoSuchHeadError(f"this checkpoint ({type(model).__name__}, family {model.config.family}) has no "
                           "replaced-token-detection head: detect needs an ELECTRA discriminator or pair checkpoint")
 
 
 # ---- pseudo-log-likelihood ---------------------------------------------------------------------
 @torch.no_grad()
-def pseudo_log_likelihoods(model: nn.Module, tok: TextTokenizer, texts: list[str], *, batch_size: int = 128,
+def pseudo_log_likelihoods(model: nn.Module, tok: Tokenizer, texts: list[str], *, batch_size: int = 128,
                            max_length: int = 128, precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
     """(PLL per text, number of scored tokens per text). ``batch_size`` counts masked copies."""
     mlm = mlm_network(model)
     mlm.eval()
     if tok.mask_id is None:
         raise ValueError(f"tokenizer {tok.source} has no mask token")
-    enc = tok.encode_batch(texts, max_length=min(max_length, mlm.encoder.config.max_position_embeddings))
+    enc = tok.encode_inputs(texts, max_length=min(max_length, mlm.encoder.config.max_position_embeddings))
     order = sorted(range(len(enc)), key=lambda s: len(enc[s].ids))  # similar lengths share batches
     jobs = [(s, p) for s in order for p, special in enumerate(enc[s].special) if not special]
     pll = np.zeros(len(texts), dtype=np.float64)
@@ -90,7 +92,7 @@ def pseudo_log_likelihoods(model: nn.Module, tok: TextTokenizer, texts: list[str
     return pll, counts
 
 
-def pseudo_perplexity(model: nn.Module, tok: TextTokenizer, texts: list[str], **kw) -> dict:
+def pseudo_perplexity(model: nn.Module, tok: Tokenizer, texts: list[str], **kw) -> dict:
     """Corpus pseudo-perplexity: exp(-sum PLL / scored tokens), with the PLL sum and counts."""
     pll, n = pseudo_log_likelihoods(model, tok, texts, **kw)
     total, tokens = float(pll.sum()), int(n.sum())
@@ -99,12 +101,12 @@ def pseudo_perplexity(model: nn.Module, tok: TextTokenizer, texts: list[str], **
 
 
 @torch.no_grad()
-def discriminator_log_original(model: nn.Module, tok: TextTokenizer, texts: list[str], *, batch_size: int = 64,
+def discriminator_log_original(model: nn.Module, tok: Tokenizer, texts: list[str], *, batch_size: int = 64,
                                max_length: int = 128, precision: str = "fp32") -> np.ndarray:
     """Per text: sum over its non-special tokens of log P(original) = log sigmoid(-logit)."""
     disc = discriminator_network(model)
     disc.eval()
-    enc = tok.encode_batch(texts, max_length=min(max_length, disc.encoder.config.max_position_embeddings))
+    enc = tok.encode_inputs(texts, max_length=min(max_length, disc.encoder.config.max_position_embeddings))
     out = np.zeros(len(texts))
     for start in range(0, len(enc), batch_size):
         chunk = enc[start : start + batch_size]
@@ -132,7 +134,7 @@ def read_minimal_pairs(path: str | Path) -> list[dict]:
     return pairs
 
 
-def minimal_pairs_accuracy(model: nn.Module, tok: TextTokenizer, path: str | Path, *, method: str = "auto",
+def minimal_pairs_accuracy(model: nn.Module, tok: Tokenizer, path: str | Path, *, method: str = "auto",
                            **kw) -> dict:
     """Accuracy of scoring sentence_good above sentence_bad, overall, per UID and per phenomenon.
 
@@ -141,7 +143,7 @@ def minimal_pairs_accuracy(model: nn.Module, tok: TextTokenizer, path: str | Pat
     """
     pairs = read_minimal_pairs(path)
     if method == "auto":
-        method = "discriminator" if isinstance(model, Discriminator | ElectraPair) else "mlm"
+        method = "discriminator" if isinstance(deployed(model), Discriminator) else "mlm"
     texts = [p["sentence_good"] for p in pairs] + [p["sentence_bad"] for p in pairs]
     if method == "mlm":
         scores = pseudo_log_likelihoods(model, tok, texts, **kw)[0]
@@ -166,13 +168,13 @@ def minimal_pairs_accuracy(model: nn.Module, tok: TextTokenizer, path: str | Pat
 
 # ---- fill-mask and detection ---------------------------------------------------------------------
 @torch.no_grad()
-def fill_mask(model: nn.Module, tok: TextTokenizer, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
+def fill_mask(model: nn.Module, tok: Tokenizer, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
     """For every mask token in ``text``: the top-k (token, probability)."""
     mlm = mlm_network(model)
     mlm.eval()
     if tok.mask_token and "[MASK]" in text and tok.mask_token != "[MASK]":
         text = text.replace("[MASK]", tok.mask_token)
-    e = tok.encode(text, max_length=mlm.encoder.config.max_position_embeddings)
+    e = tok.encode_input(text, max_length=mlm.encoder.config.max_position_embeddings)
     where = [i for i, t in enumerate(e.ids) if t == tok.mask_id]
     if not where:
         raise ValueError(f"no {tok.mask_token or '[MASK]'} token in {text!r}")
@@ -183,11 +185,11 @@ def fill_mask(model: nn.Module, tok: TextTokenizer, text: str, top_k: int = 5) -
 
 
 @torch.no_grad()
-def detect_replaced(model: nn.Module, tok: TextTokenizer, text: str) -> list[tuple[str, float]]:
+def detect_replaced(model: nn.Module, tok: Tokenizer, text: str) -> list[tuple[str, float]]:
     """The discriminator's probability that each (non-special) token was replaced."""
     disc = discriminator_network(model)
     disc.eval()
-    e = tok.encode(text, max_length=disc.encoder.config.max_position_embeddings)
+    e = tok.encode_input(text, max_length=disc.encoder.config.max_position_embeddings)
     probs = torch.sigmoid(disc(**collate([e], tok.pad_id)).float())[0]  # (T,)
     return [(t, float(p)) for t, p, s in zip(e.tokens, probs, e.special) if not s]
 

@@ -20,10 +20,8 @@ Shape letters: B batch, T length, C labels, V vocabulary.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -31,28 +29,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.checkpoint import load_model
-from encoderlab.config import Config, ConfigError, renamed_bf16
+from encoderlab.config import ConfigError
+from encoderlab.data.tokenizer import Encoded, Tokenizer, load_tokenizer
 from encoderlab.eval import metrics as M
-from encoderlab.eval.finetune import adamw, collate, spread, versions
+from encoderlab.eval.common import adamw, collate, spread, versions
+from encoderlab.eval.config import PromptConfig
 from encoderlab.eval.intrinsic import discriminator_network, mlm_network
 from encoderlab.eval.tasks import Example, TaskSpec, get_task, load_task
-from encoderlab.eval.tokenization import Encoded, TextTokenizer, load_tokenizer
-from encoderlab.models.networks import Discriminator, ElectraPair
+from encoderlab.models.networks import Discriminator
+from encoderlab.models.pairs import deployed
 from encoderlab.precision import autocast, resolve_precision
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PromptConfig(Config):
-    RENAMED = {"bf16": renamed_bf16}
-
-    template: str | None = None  # None: the task's
-    verbalizer: tuple[str, ...] = ()  # empty: the task's
-    steps: int = 100  # few-shot training steps (LM-BFF uses 1000 at batch 8; lower for CPU studies)
-    learning_rate: float = 1e-5
-    batch_size: int = 8
-    max_length: int = 128
-    max_eval_examples: int | None = None
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where it is faster (encoderlab/precision.py)
 
 
 @dataclass
@@ -61,7 +47,7 @@ class Prompt:
     mask_pos: int
 
 
-def build_prompts(tok: TextTokenizer, template: str, examples: list[Example], max_length: int) -> list[Prompt]:
+def build_prompts(tok: Tokenizer, template: str, examples: list[Example], max_length: int) -> list[Prompt]:
     """[CLS] template-with-texts [SEP]; texts (not the template) are truncated, longest first, so that
     every occurrence of {a} and {b} fits. A template with no or several [MASK], or one that does not
     fit in max_length with its texts empty, is refused (ConfigError, naming the template)."""
@@ -72,10 +58,10 @@ def build_prompts(tok: TextTokenizer, template: str, examples: list[Example], ma
     if tok.mask_id is None:
         raise ValueError(f"tokenizer {tok.source} has no mask token")
     parts = [p for p in re.split(r"(\{a\}|\{b\}|\[MASK\])", template) if p]
-    literal = {p: tok.tok.encode(p, add_special_tokens=False).ids for p in parts if p not in ("{a}", "{b}", "[MASK]")}
-    a_ids = [e.ids for e in tok.tok.encode_batch([x.text_a for x in examples], add_special_tokens=False)]
+    literal = {p: tok.encode(p) for p in parts if p not in ("{a}", "{b}", "[MASK]")}
+    a_ids = tok.encode_batch([x.text_a for x in examples])
     has_b = "{b}" in template
-    b_ids = [e.ids for e in tok.tok.encode_batch([x.text_b or "" for x in examples], add_special_tokens=False)]
+    b_ids = tok.encode_batch([x.text_b or "" for x in examples])
     fixed = 2 + 1 + sum(len(literal[p]) for p in parts if p in literal)  # [CLS] [SEP] [MASK] and every literal
     n_a, n_b = parts.count("{a}"), parts.count("{b}")  # a text repeated in the template costs each time
     if fixed > max_length or (fixed == max_length and n_a + n_b):
@@ -192,7 +178,7 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
     model = load_model(model_dir) if not isinstance(model_dir, nn.Module) else model_dir
     tok = load_tokenizer(tokenizer_dir or model_dir)
     if method == "auto":
-        method = "discriminator" if isinstance(model, Discriminator | ElectraPair) else "mlm"
+        method = "discriminator" if isinstance(deployed(model), Discriminator) else "mlm"
     base = mlm_network(model) if method == "mlm" else discriminator_network(model)
     enc = base.encoder.config
     precision = resolve_precision(cfg.precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)

@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from encoderlab.models.networks import ElectraPair, EncoderModel, MaskedLM
+from encoderlab.models.networks import EncoderModel, MaskedLM
+from encoderlab.models.pairs import deployed
 
 
 class _Graph(nn.Module):
@@ -32,10 +33,10 @@ class _Graph(nn.Module):
 
 def export_onnx(model: nn.Module, path: str | Path, *, seq_len: int = 16, opset: int = 18) -> Path:
     """Export ``model`` to ``path`` (a .onnx file); returns the path."""
-    net = model.discriminator if isinstance(model, ElectraPair) else model
+    net = deployed(model)
     name = "hidden" if isinstance(net, EncoderModel) else "logits"
     graph = _Graph(net).eval()
-    vocab = net.config.encoder.vocab_size if not isinstance(model, ElectraPair) else model.config.encoder.vocab_size
+    vocab = net.config.encoder.vocab_size
     ids = torch.randint(5, vocab, (2, seq_len))
     mask = torch.ones(2, seq_len, dtype=torch.long)
     mask[1, -1] = 0  # a padded example, so the traced graph keeps the attention mask

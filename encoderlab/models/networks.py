@@ -1,5 +1,6 @@
-"""Networks built from the one encoder core: encoder + heads, and ELECTRA's generator/discriminator
-pair. They return logits; masking, sampling and losses live in encoderlab.objectives.
+"""Networks built from the one encoder core: encoder + heads. They return logits; masking, sampling
+and losses live in encoderlab.objectives. ELECTRA's two-network models are in pairs.py, which
+builds on this module; :func:`build_model` and :func:`unshare` cover both kinds.
 
 Shape letters: B batch, T length, H hidden, V vocabulary, M selected positions, C labels.
 """
@@ -10,7 +11,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.models.config import ModelConfig
@@ -83,69 +83,9 @@ class Discriminator(nn.Module):
         return self.rtd_head(self.encoder(input_ids, attention_mask, token_type_ids).hidden)  # (B, T)
 
 
-class GDESEmbedding(nn.Module):
-    """DeBERTa-v3's gradient-disentangled embedding: E_D = stopgrad(E_G) + delta, delta from zero.
-
-    The discriminator's loss reaches only delta; the generator's table learns from MLM alone.
-    The source table is held in a list so it is not registered (and saved) twice.
-    """
-
-    def __init__(self, source: nn.Embedding):
-        super().__init__()
-        self.source = [source]
-        self.delta = nn.Parameter(torch.zeros_like(source.weight))
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return self.source[0].weight.detach() + self.delta  # (V, E)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(ids, self.weight)
-
-
-SHARED_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
-
-
-def gdes_tables(embeddings: nn.Module) -> dict[str, GDESEmbedding]:
-    """The GDES tables of an embeddings module, by attribute name (none unless gdes sharing)."""
-    return {n: t for n in SHARED_TABLES if isinstance(t := getattr(embeddings, n, None), GDESEmbedding)}
-
-
-def materialize_gdes(state: dict, embeddings: nn.Module, prefix: str) -> dict:
-    """``state`` with each GDES table written as a plain table E_G + delta, as transformers (and a
-    classifier fine-tuned from the discriminator) expect; ``prefix`` locates the embeddings."""
-    for n, t in gdes_tables(embeddings).items():
-        state.pop(f"{prefix}{n}.delta")
-        state[f"{prefix}{n}.weight"] = t.weight.detach()
-    return state
-
-
-class ElectraPair(nn.Module):
-    """ELECTRA's generator (a small MLM) and discriminator (RTD), with embedding sharing."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.config = cfg
-        self.generator = MaskedLM(cfg.with_head("mlm", generator=None), encoder_cfg=cfg.generator)
-        self.discriminator = Discriminator(cfg.with_head("discriminator", generator=None))
-        self.share_embeddings()
-
-    def share_embeddings(self) -> None:
-        """shared: the word, position and token-type tables are the generator's (as in the ELECTRA
-        paper). gdes: each is stopgrad(generator's) + its own delta. Disentangling the position
-        table too matters at small scale: with it shared, the discriminator's 50x-weighted loss
-        steers the positions the generator needs to leave the unigram plateau (docs/benchmarks.md)."""
-        mode = self.config.embedding_sharing
-        if mode == "none":
-            return
-        g, d = self.generator.encoder.embeddings, self.discriminator.encoder.embeddings
-        for name in SHARED_TABLES:
-            table = getattr(g, name)
-            if table is not None:
-                setattr(d, name, table if mode == "shared" else GDESEmbedding(table))
-
-
 def build_model(cfg: ModelConfig) -> nn.Module:
+    from encoderlab.models.pairs import ElectraPair  # pairs.py imports this module
+
     if cfg.head == "encoder":
         return EncoderModel(cfg)
     if cfg.head in ("mlm", "pretraining"):
@@ -192,9 +132,11 @@ def unshare(model: nn.Module) -> nn.Module:
 
     Outputs are unchanged; training afterwards updates each layer independently.
     """
-    if isinstance(model, ElectraPair):
+    from encoderlab.models.pairs import Pair  # pairs.py imports this module
+
+    if isinstance(model, Pair):
         unshare(model.generator)
-        unshare(model.discriminator)
+        unshare(model.main)
         cfg = model.config
         model.config = dataclasses.replace(cfg, encoder=cfg.encoder.unshared(), generator=cfg.generator.unshared())
         model.share_embeddings()
@@ -204,3 +146,4 @@ def unshare(model: nn.Module) -> nn.Module:
     if isinstance(model, MaskedLM):
         model.tie()
     return model
+

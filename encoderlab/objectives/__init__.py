@@ -6,9 +6,10 @@ from torch import nn
 
 from encoderlab.models.config import ModelConfig
 from encoderlab.models.networks import build_model
+from encoderlab.models.pairs import MLMPair
 from encoderlab.objectives.base import ObjectiveConfig, ObjectiveOutput, mask_batch, with_defaults
 from encoderlab.objectives.mlm import MLMObjective
-from encoderlab.objectives.rtd import MLMPair, RTDObjective, sample_replacements
+from encoderlab.objectives.rtd import RTDObjective, sample_replacements
 
 
 def build_objective(cfg: ObjectiveConfig):
@@ -27,6 +28,6 @@ def build_networks(model_cfg: ModelConfig, cfg: ObjectiveConfig) -> nn.Module:
 
 
 __all__ = [
-    "MLMObjective", "MLMPair", "ObjectiveConfig", "ObjectiveOutput", "RTDObjective", "build_networks",
+    "MLMObjective", "ObjectiveConfig", "ObjectiveOutput", "RTDObjective", "build_networks",
     "build_objective", "sample_replacements", "mask_batch", "with_defaults",
 ]

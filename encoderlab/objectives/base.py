@@ -69,9 +69,6 @@ class ObjectiveConfig(Config):
             return "generator"
         return "discriminator" if self.two_stage_freeze_generator else "joint"
 
-    def needs_pair(self) -> bool:
-        return self.kind == "rtd"
-
 
 @dataclass
 class ObjectiveOutput:

@@ -3,7 +3,7 @@
 variant=electra: generator MLM loss at the masked positions + disc_weight * the discriminator's
   binary loss over every real token (disc_positions=masked gives ELECTRA-15%: only the masked ones).
 variant=replace_mlm: an MLM whose masked positions receive generator samples instead of [MASK];
-  the MLM predicts the originals at those positions. Network: :class:`MLMPair`.
+  the MLM predicts the originals at those positions. Network: encoderlab.models.pairs.MLMPair.
 variant=all_tokens_mlm: inputs replaced as in replace_mlm, and the MLM predicts the original of
   *every* real token with a plain softmax cross-entropy over the vocabulary. The paper adds a copy
   mechanism (p = D * 1[x_t = x] + (1 - D) * softmax, with a sigmoid gate D) so the easy "copy the
@@ -24,8 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoderlab.config import ConfigError
-from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import SHARED_TABLES, MaskedLM
+from encoderlab.models.pairs import MLMPair, Pair
 from encoderlab.objectives.base import (
     ObjectiveConfig,
     ObjectiveOutput,
@@ -35,26 +34,6 @@ from encoderlab.objectives.base import (
     ratio,
 )
 from encoderlab.objectives.mlm import mlm_loss
-
-
-class MLMPair(nn.Module):
-    """Generator + an MLM the size of the discriminator, for the Replace-MLM / All-Tokens-MLM
-    ablations. Embedding sharing none | shared as in :class:`ElectraPair`."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        if cfg.head != "electra":
-            raise ConfigError("MLMPair is built from an ELECTRA config (head: electra)")
-        if cfg.embedding_sharing == "gdes":
-            raise ConfigError("the MLM ablations support embedding_sharing none or shared, not gdes")
-        self.config = cfg
-        self.generator = MaskedLM(cfg.with_head("mlm", encoder=cfg.generator, generator=None))
-        self.mlm = MaskedLM(cfg.with_head("mlm", generator=None))
-        if cfg.embedding_sharing == "shared":
-            g, d = self.generator.encoder.embeddings, self.mlm.encoder.embeddings
-            for name in SHARED_TABLES:
-                setattr(d, name, getattr(g, name))
-            self.mlm.tie()
 
 
 def sample_replacements(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
@@ -81,7 +60,7 @@ class RTDObjective:
         self.cfg = cfg
 
     # ---- two-stage training -----------------------------------------------------------------
-    def on_step_start(self, model, step: int) -> None:
+    def on_step_start(self, model: Pair, step: int) -> None:
         """At the two-stage switch: freeze the generator (unless two_stage_freeze_generator is
         off), optionally copy it into the discriminator."""
         n = self.cfg.two_stage_generator_steps
@@ -91,10 +70,10 @@ class RTDObjective:
             for p in model.generator.parameters():
                 p.requires_grad_(False)
         if step == n and self.cfg.two_stage_init_discriminator:
-            _copy_matching(model.generator.encoder, _main(model).encoder)
+            _copy_matching(model.generator.encoder, model.main.encoder)
 
     # ---- the loss ---------------------------------------------------------------------------
-    def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
+    def __call__(self, model: Pair, batch: dict[str, torch.Tensor], generator: torch.Generator,
                  step: int = 0) -> ObjectiveOutput:
         cfg = self.cfg
         ids, am, tt = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
@@ -170,10 +149,6 @@ class RTDObjective:
         metrics["mlm_loss"] = mean_metric(loss)
         metrics["mlm_accuracy"] = accuracy_sums(logp, targets)
         return loss, where.numel()
-
-
-def _main(model) -> nn.Module:
-    return model.mlm if isinstance(model, MLMPair) else model.discriminator
 
 
 def _copy_matching(src: nn.Module, dst: nn.Module) -> None:

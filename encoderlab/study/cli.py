@@ -34,25 +34,29 @@ def load_study(name_or_path: str, overrides=()):
 
 
 def cmd_study(args) -> int:
-    from encoderlab.study.runner import run_study
-
-    report = run_study(load_study(args.study, args.overrides))
-    print_summary(report)
-    return 0
+    return run(args.study, args.overrides)
 
 
 def cmd_demo(args) -> int:
-    return cmd_study(type("A", (), {"study": "demo", "overrides": args.overrides})())
+    return run("demo", args.overrides)
+
+
+def run(study: str, overrides) -> int:
+    from encoderlab.study.runner import run_study
+
+    print_summary(run_study(load_study(study, overrides)))
+    return 0
 
 
 def print_summary(report: dict) -> None:
-    from encoderlab.study.claims import final_score, steady_train
+    from encoderlab.study.claims import steady_train
+    from encoderlab.study.results import StudyResults
 
     print("\nvariant            params    tokens/s   downstream (median ± std)")
-    for name, r in report["variants"].items():
-        fs = final_score(r)
+    for name, r in StudyResults.from_json(report).variants.items():
+        fs = r.final_score()
         tps = steady_train(r)["tokens_per_s"]
-        print(f"{name:<18}{r['measure']['params_encoder'] / 1e6:6.2f}M  {tps:9.0f}   "
+        print(f"{name:<18}{r.measure['params_encoder'] / 1e6:6.2f}M  {tps:9.0f}   "
               + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–"))
     print("\nclaims:")
     for c in report["claims"]:

@@ -1,34 +1,56 @@
-"""What a study is: one corpus and tokenizer, a FLOPs budget, the variants, and the evaluations."""
+"""What a study is: one corpus and tokenizer, a FLOPs budget, a base recipe, the variants, the
+evaluations, and which variant plays which role in which claim.
+
+A study holds only what belongs to a study. Everything a pretraining run needs beyond that comes
+from ``base``, a real :class:`PretrainConfig`: a new trainer or data setting is set there, as in any
+recipe, and reaches every variant with no change here. study/plan.py turns (study, variant) into the
+variant's PretrainConfig: the variant's model and objective, the study's token store, the budget in
+FLOPs, and the checkpoint, log and warm-up steps derived from it, then the variant's overrides.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Literal
+import warnings
+from typing import Any
 
-from encoderlab.config import Config, ConfigError, renamed_bf16
-from encoderlab.eval.finetune import FinetuneConfig
+from encoderlab.config import Config, ConfigError, ConfigNote, renamed_bf16
+from encoderlab.eval.config import FinetuneConfig
 from encoderlab.objectives.base import ObjectiveConfig
-from encoderlab.train.config import ModelSpec
+from encoderlab.train.config import DataConfig, ModelSpec, OptimizerConfig, PretrainConfig, TrainerConfig
+
+
+def _lr_override(value: Any) -> tuple[str, Any]:
+    return "overrides", [f"optimizer.lr={value}"] if value is not None else []
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VariantSpec(Config):
     """One pretraining run of the study. Every variant sees the same token store, examples (same
-    seed, same order) and FLOPs budget; only the model and objective differ. Sentence-pair examples
-    follow from the model: head "pretraining" with the objective's sentence_loss gives NSP (family
-    bert) or SOP (family albert); otherwise packed full sentences."""
+    seed, same order) and FLOPs budget; only the model and objective differ, and what ``overrides``
+    changes in the variant's recipe (``optimizer.lr=5e-4``): a per-family setting, which the report
+    lists, since equal compute is only equal when everything else is. Sentence-pair examples follow
+    from the model: head "pretraining" with the objective's sentence_loss gives NSP (family bert) or
+    SOP (family albert); otherwise packed full sentences."""
+
+    RENAMED = {"lr": _lr_override}
 
     name: str
     model: ModelSpec
     objective: ObjectiveConfig = dataclasses.field(default_factory=ObjectiveConfig)
-    lr: float | None = None  # None: the study's
+    overrides: tuple[str, ...] = ()  # dotted key=value on the variant's PretrainConfig, after the study's
     # ALBERT claim 4: also fine-tune a copy with its sharing removed (convert --unshare).
     unshare: bool = False
 
     def validate(self) -> None:
         if not self.name or any(c in self.name for c in "/\\ :"):
             raise ConfigError(f"variant name {self.name!r} must be non-empty without '/', '\\', ':' or spaces")
+        for item in self.overrides:
+            key = item.split("=", 1)[0].strip()
+            if "=" not in item or key.split(".")[0] in ("model", "objective"):
+                raise ConfigError(f"variant {self.name!r}: override {item!r} must be key=value outside model and "
+                                  "objective (set those in the variant's own model and objective)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,9 +63,46 @@ class TaskRef(Config):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class StudyConfig(Config):
-    RENAMED = {"bf16": renamed_bf16}
+class ClaimRoles(Config):
+    """Which variant plays which part in the claims (study/claims.py). The defaults are the built-in
+    claims study's names; a study with its own names maps them here, and a role whose variant the
+    study lacks leaves its claims "not run". None switches a role off."""
 
+    bert: str | None = "bert"
+    albert: str | None = "albert"  # same width and depth as bert (unshare: true for claim 4's second half)
+    electra: str | None = "electra"  # the paper's recipe: 1/4-width generator, shared embeddings
+    # Claim 3: (bert, albert) pairs at growing widths.
+    width_pairs: tuple[tuple[str, str], ...] = (("bert", "albert"), ("bert-w2", "albert-w2"), ("bert-w3", "albert-w3"))
+    # Claim 6: the generator's width as a fraction of the discriminator's -> variant.
+    generator_sizes: dict[str, str] = dataclasses.field(default_factory=lambda: {
+        "1/8": "electra-gen-1-8", "1/4": "electra", "1/2": "electra-gen-1-2", "1": "electra-gen-1"})
+    # Claim 7: ELECTRA's ablations.
+    electra_15pct: str | None = "electra-15pct"
+    replace_mlm: str | None = "replace-mlm"
+    all_tokens_mlm: str | None = "all-tokens-mlm"
+    # Claim 9: embedding sharing (the electra role is "shared").
+    share_none: str | None = "electra-share-none"
+    share_gdes: str | None = "electra-gdes"
+    # Claim 10: sentence objectives (the bert role has none).
+    nsp: str | None = "bert-nsp"
+    sop: str | None = "bert-sop"
+
+
+# The flat keys of studies written before ``base``: where each now lives.
+_FLAT_TO_BASE = {"seq_len": ("data", "seq_len"), "batch_size": ("data", "batch_size"),
+                 "eval_batches": ("data", "eval_batches"), "short_seq_len": ("data", "short_seq_len"),
+                 "lr": ("optimizer", "lr"), "seed": ("trainer", "seed"), "precision": ("trainer", "precision")}
+
+
+def default_base() -> PretrainConfig:
+    """The recipe every variant starts from: batch 32 x 128, 16 held-out batches, AdamW at 1e-3
+    (tiny models), precision auto. data.path and the budget are the study's, filled in by the plan."""
+    return PretrainConfig(data=DataConfig(kind="store", batch_size=32, seq_len=128, eval_batches=16),
+                          optimizer=OptimizerConfig(lr=1e-3), trainer=TrainerConfig(max_steps=1))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StudyConfig(Config):
     name: str = "study"
     out_dir: str = "runs/study"
     # Text: corpus paths (files, dirs, globs in any format encoderlab prepare reads), or empty for
@@ -53,25 +112,19 @@ class StudyConfig(Config):
     tokenizer: str | None = None  # an existing tokenizer dir; None: train one on the corpus
     vocab_size: int = 8000
     max_documents: int | None = None  # cap the corpus (quick runs)
-    seq_len: int = 128
-    batch_size: int = 32
-    # Short-sequence warm-up for every variant (data.short_seq_len): the first short_seq_fraction
-    # of each variant's steps read short_seq_len-token sequences, the same tokens per step. Tiny
-    # models at length 128 otherwise sit on the unigram plateau (docs/benchmarks.md).
-    short_seq_len: int | None = None
-    short_seq_fraction: float = 0.0
+    base: PretrainConfig = dataclasses.field(default_factory=default_base)
     budget_flops: float = 1e14
+    # Warm-up of the learning rate and the short-sequence phase (base.data.short_seq_len), as
+    # fractions of each variant's steps, which the budget decides. Tiny models at length 128
+    # otherwise sit on the unigram plateau (docs/benchmarks.md).
+    warmup_fraction: float = 0.06
+    short_seq_fraction: float = 0.0
     # Checkpoints evaluated (held-out loss) at these fractions of the budget; downstream tasks at
     # the fractions in finetune_fractions.
     eval_fractions: tuple[float, ...] = (0.125, 0.25, 0.5, 1.0)
     finetune_fractions: tuple[float, ...] = (0.5, 1.0)
-    lr: float = 1e-3
-    warmup_fraction: float = 0.06
-    # Pretraining, minimal pairs and the speed stage (fine-tuning: finetune.precision). auto: bf16
-    # autocast where this machine runs bf16 products faster than fp32 (encoderlab/precision.py).
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    seed: int = 0
     variants: tuple[VariantSpec, ...] = ()
+    roles: ClaimRoles = dataclasses.field(default_factory=ClaimRoles)
     tasks: tuple[TaskRef, ...] = ()
     glue_dir: str | None = None  # default data_dir of tasks that name none (GLUE-style root)
     finetune: FinetuneConfig = dataclasses.field(default_factory=FinetuneConfig)
@@ -80,7 +133,6 @@ class StudyConfig(Config):
     # words swapped), "off" to skip.
     minimal_pairs: str | None = None
     latency: bool = True
-    eval_batches: int = 16
     # Pretrainings run at once, each its own process with `threads` torch threads (None: the
     # cores this process may use // pretrain_jobs; with one job, torch's default). On a CPU, two
     # one-thread runs get more done than one run on two threads; the speed comparison is measured
@@ -91,6 +143,15 @@ class StudyConfig(Config):
     # process with cores // finetune_jobs threads (None: as many as pretrain_jobs).
     finetune_jobs: int | None = None
     speed_seconds: float = 1.5  # timed per variant and round (5 rounds) in the side-by-side speed stage
+
+    @classmethod
+    def from_dict(cls, data, *, where: str = ""):
+        data = _nest_flat_keys(data, where)
+        if isinstance(data, dict) and isinstance(data.get("base"), dict):
+            # base gives what differs from default_base(); the budget is the study's, so the
+            # default's placeholder step count stands in until the plan replaces it
+            data = {**data, "base": _merged(default_base().to_dict(), data["base"])}
+        return super().from_dict(data, where=where)
 
     def validate(self) -> None:
         names = [v.name for v in self.variants]
@@ -105,8 +166,8 @@ class StudyConfig(Config):
             raise ConfigError(f"finetune_fractions {missing} must also be in eval_fractions")
         if not 0 <= self.short_seq_fraction < 1:
             raise ConfigError(f"short_seq_fraction must be in [0, 1), got {self.short_seq_fraction}")
-        if (self.short_seq_len is None) != (self.short_seq_fraction == 0):
-            raise ConfigError("short_seq_len and short_seq_fraction go together: set both or neither")
+        if (self.base.data.short_seq_len is None) != (self.short_seq_fraction == 0):
+            raise ConfigError("base.data.short_seq_len and short_seq_fraction go together: set both or neither")
         if self.budget_flops <= 0:
             raise ConfigError("budget_flops must be positive")
         if self.seeds < 1:
@@ -126,3 +187,31 @@ class StudyConfig(Config):
 
     def variant(self, name: str) -> VariantSpec | None:
         return next((v for v in self.variants if v.name == name), None)
+
+
+def _merged(default: dict, given: dict) -> dict:
+    out = dict(default)
+    for k, v in given.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _nest_flat_keys(data, where: str):
+    """Studies written before ``base`` set recipe fields at the top (seq_len, lr, seed, bf16...):
+    each is moved to its place in base, with a ConfigNote naming it."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    if "bf16" in data:
+        data["precision"] = renamed_bf16(data.pop("bf16"))[1]
+    moved = [k for k in _FLAT_TO_BASE if k in data]
+    if not moved:
+        return data
+    base = dict(data.get("base") or {})
+    for key in moved:
+        section, field = _FLAT_TO_BASE[key]
+        base[section] = {**(base.get(section) or {}), field: data.pop(key)}
+    data["base"] = base
+    warnings.warn(ConfigNote(f"{where or 'study'}: {moved} are old top-level keys, read as "
+                             + ", ".join(f"base.{'.'.join(_FLAT_TO_BASE[k])}" for k in moved)), stacklevel=3)
+    return data

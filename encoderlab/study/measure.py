@@ -8,24 +8,25 @@ import random
 from pathlib import Path
 
 from encoderlab.study.config import StudyConfig, TaskRef
+from encoderlab.study.results import Checkpoint
 
 DEMO_TASK = "demo"
 
 
-def checkpoints_at(run_dir: Path, budget: float, fractions) -> dict:
+def checkpoints_at(run_dir: Path, budget: float, fractions) -> dict[float, Checkpoint]:
     """For each fraction f, the checkpoint whose cumulative FLOPs are nearest f * budget."""
-    from encoderlab.train.state import STATE_JSON, list_checkpoints
+    from encoderlab.train.state import checkpoint_info, list_checkpoints
 
     found = []
     for p in list_checkpoints(run_dir):
-        info = json.loads((p / STATE_JSON).read_text())
-        found.append({"path": str(p), "step": info["step"], "flops": info["flops"]})
+        info = checkpoint_info(p)
+        found.append((str(p), info["step"], info["flops"]))
     if not found:
         raise RuntimeError(f"{run_dir}: the pretraining left no checkpoint")
     out = {}
     for f in fractions:
-        best = min(found, key=lambda c: abs(c["flops"] - f * budget))
-        out[str(f)] = {**best, "fraction_of_budget": best["flops"] / budget}
+        path, step, flops = min(found, key=lambda c: abs(c[2] - f * budget))
+        out[f] = Checkpoint(path=path, step=step, flops=flops, fraction_of_budget=flops / budget)
     return out
 
 
@@ -99,10 +100,10 @@ def deployed_encoder(ck: str):
 def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
     """Size, parameters and minimal pairs (latency: study/speed.py, all variants side by side)."""
     from encoderlab.checkpoint import load_model
-    from encoderlab.eval.finetune import pretrained_encoder_source
+    from encoderlab.models.pairs import deployed
 
     model = load_model(ck).eval()
-    net = pretrained_encoder_source(model)
+    net = deployed(model)
     ck = Path(ck)
     sub = ck / "discriminator" if (ck / "discriminator").is_dir() else ck
     weights = sub / "model.safetensors"
@@ -142,9 +143,9 @@ def derived_minimal_pairs(data: dict, path: Path, n: int = 300, seed: int = 0) -
 
 
 def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
+    from encoderlab.data.tokenizer import load_tokenizer
     from encoderlab.eval.intrinsic import minimal_pairs_accuracy
-    from encoderlab.eval.tokenization import load_tokenizer
-    from encoderlab.models.networks import ElectraPair
+    from encoderlab.models.pairs import ElectraPair, deployed
     from encoderlab.precision import resolve_precision
 
     path = Path(cfg.minimal_pairs) if cfg.minimal_pairs else Path(cfg.out_dir) / "data" / "minimal_pairs.jsonl"
@@ -152,8 +153,9 @@ def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)  # no data/ dir when the study reuses a store
         derived_minimal_pairs(data, path)
     tok = load_tokenizer(data["tokenizer"])
-    enc = model.discriminator.encoder.config if isinstance(model, ElectraPair) else model.encoder.config
-    precision = resolve_precision(cfg.precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)
+    enc = deployed(model).encoder.config
+    precision = resolve_precision(cfg.base.trainer.precision, "cpu", hidden=enc.hidden_size,
+                                  intermediate=enc.intermediate_size)
     out = {"precision": precision.precision}
     methods = ["mlm", "discriminator"] if isinstance(model, ElectraPair) else ["mlm"]
     for m in methods:  # for ELECTRA: "mlm" scores its generator, "discriminator" the discriminator

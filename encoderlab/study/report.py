@@ -11,8 +11,10 @@ import json
 import platform
 from pathlib import Path
 
-from encoderlab.study.claims import evaluate_claims, final_score, left_plateau, plateau_accuracy, steady_train
+from encoderlab.study.claims import evaluate_claims, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import StudyConfig
+from encoderlab.study.plan import per_family_settings
+from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
 
 
 def environment() -> dict:
@@ -26,7 +28,7 @@ def environment() -> dict:
                 break
     except OSError:
         pass
-    from encoderlab.eval.finetune import versions
+    from encoderlab.eval.common import versions
 
     return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu,
             "threads": torch.get_num_threads(), "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available()
@@ -48,7 +50,7 @@ def _flops_axis(a) -> None:
     a.xaxis.set_minor_formatter(NullFormatter())
 
 
-def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
+def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     try:
         import matplotlib
 
@@ -57,24 +59,24 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
     except ImportError:
         return []
     files = []
-    V = results["variants"]
+    V = results.variants
     # One colour and marker per variant, the same in every plot: the claims study has 15 variants and
     # the default cycle repeats after 10.
     cmap = plt.get_cmap("tab20")
     style = {n: {"color": cmap(i % 20), "marker": "os^Dv"[i % 5]} for i, n in enumerate(V)}
 
     # The discriminator panel only when some variant has one: an empty axis reads as a failed run.
-    has_disc = any("eval_disc_auc" in e for r in V.values() for e in r["curve"]["eval"])
+    has_disc = any("eval_disc_auc" in e for r in V.values() for e in r.curve["eval"])
     fig, ax = plt.subplots(1, 1 + has_disc, figsize=(11 if has_disc else 6.5, 4), squeeze=False)
     ax = ax[0]
     for name, r in V.items():
-        ev = [e for e in r["curve"]["eval"] if _eval_loss(e) is not None]
+        ev = [e for e in r.curve["eval"] if _eval_loss(e) is not None]
         if ev:
             # All-Tokens-MLM's loss averages over every token, copies included: not comparable.
-            every = r.get("spec", {}).get("objective", {}).get("variant") == "all_tokens_mlm"
+            every = r.objective().get("variant") == "all_tokens_mlm"
             ax[0].plot([e["flops"] for e in ev], [_eval_loss(e) for e in ev],
                        label=name + (" (over every token)" if every else ""), **style[name])
-        auc = [e for e in r["curve"]["eval"] if "eval_disc_auc" in e]
+        auc = [e for e in r.curve["eval"] if "eval_disc_auc" in e]
         if auc:
             ax[1].plot([e["flops"] for e in auc], [e["eval_disc_auc"] for e in auc], label=name, **style[name])
     ax[0].set(ylabel="held-out MLM loss (ELECTRA: generator)", title="Held-out MLM loss")
@@ -92,12 +94,8 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for name, r in V.items():
         pts = {}
-        for key, ft in r["finetune"].items():
-            task, frac = key.rsplit("@", 1)
-            if "+unshared" in task:
-                continue
-            flops = r["checkpoints"][frac]["flops"]
-            pts.setdefault(flops, []).append(ft["score"])
+        for key, ft in r.fine_tunings().items():
+            pts.setdefault(r.checkpoints[key.fraction].flops, []).append(ft["score"])
         if pts:
             xs = sorted(pts)
             med = [sum(s["median"] for s in pts[x]) / len(pts[x]) for x in xs]
@@ -124,7 +122,7 @@ def plots(cfg: StudyConfig, results: dict, out: Path) -> list[str]:
     ax[1].bar(names, mem, color=colors)
     ax[1].set(title="training peak memory",
               ylabel="MB (" + ("CUDA allocator peak" if _gpu_memory(V) else "process max RSS") + ")")
-    lat = [V[n]["measure"].get("latency_ms", {}) for n in names]
+    lat = [V[n].measure.get("latency_ms", {}) for n in names]
     if lat and lat[0]:
         import numpy as np
 
@@ -152,53 +150,49 @@ def _fmt(x) -> str:
     return str(x)
 
 
-def _task_table(V: dict, baselines: dict) -> list[str]:
+def _task_table(V: dict[str, VariantResult], baselines: dict) -> list[str]:
     """Every fine-tuning's median ± std by task and budget fraction; a cell whose every seed scored
     what a one-class predictor scores is marked, since it says nothing about the encoder."""
     from encoderlab.study.measure import one_class
 
-    cols = sorted({k for r in V.values() for k in r["finetune"] if "+unshared" not in k},
-                  key=lambda k: (k.rsplit("@", 1)[0], float(k.rsplit("@", 1)[1])))
+    cols = sorted({(k.task, k.fraction) for r in V.values() for k in r.fine_tunings()})
     if not cols:
         return []
     lines = ["Downstream score by task and pretraining budget (median ± std over seeds; † every seed scored what "
              "a one-class predictor scores):", "",
-             "| variant | " + " | ".join(c.replace("@", " @ ") for c in cols) + " |", "|---|" + "---|" * len(cols)]
-    rows = [(n, "") for n in V] + [(n, "+unshared") for n, r in V.items()
-                                   if any("+unshared" in k for k in r["finetune"])]
-    for name, suffix in rows:
+             "| variant | " + " | ".join(f"{t} @ {f:g}" for t, f in cols) + " |", "|---|" + "---|" * len(cols)]
+    rows = [(n, False) for n in V] + [(n, True) for n, r in V.items() if r.fine_tunings(unshared=True)]
+    for name, unshared in rows:
         cells = []
-        for c in cols:
-            task, frac = c.rsplit("@", 1)
-            ft = V[name]["finetune"].get(f"{task}{suffix}@{frac}")
+        for task, frac in cols:
+            ft = V[name].finetune.get(FinetuneKey(task, frac, unshared))
             cells.append("" if ft is None else f"{ft['score']['median']:.3f} ± {ft['score']['std']:.3f}"
                          + (" †" if one_class(ft, baselines.get(task)) else ""))
-        lines.append(f"| {name}{suffix} | " + " | ".join(cells) + " |")
-    lines.append("| majority class | " + " | ".join(_fmt(baselines.get(c.rsplit("@", 1)[0], {}).get("majority"))
-                                                   for c in cols) + " |")
+        lines.append(f"| {name}{' (unshared)' if unshared else ''} | " + " | ".join(cells) + " |")
+    lines.append("| majority class | " + " | ".join(_fmt(baselines.get(t, {}).get("majority")) for t, _ in cols) + " |")
     return lines + [""]
 
 
 # Where the figures were measured, from the figures' own records (a study can be resumed on another
 # machine, so the one writing the report says nothing about them).
-def _gpu_memory(V: dict) -> bool:
+def _gpu_memory(V: dict[str, VariantResult]) -> bool:
     """The trainer logs the CUDA allocator's peak on a GPU, the process's max RSS on a CPU."""
-    return any(r["curve"]["train"] and r["curve"]["train"][-1].get("device") == "cuda" for r in V.values())
+    return any(r.curve["train"] and r.curve["train"][-1].get("device") == "cuda" for r in V.values())
 
 
-def _gpu_speed(V: dict) -> bool:
-    return any(r.get("speed", {}).get("device") == "cuda" for r in V.values())
+def _gpu_speed(V: dict[str, VariantResult]) -> bool:
+    return any((r.speed or {}).get("device") == "cuda" for r in V.values())
 
 
-def _speed_note(cfg: StudyConfig, V: dict) -> str:
+def _speed_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     """How the speed figures were taken, from the figures themselves."""
     threads = cfg.threads_per_job()
     text = (f"This run's setting: {cfg.pretrain_jobs} pretraining(s) at once, "
             + (f"{threads} thread(s) each. " if threads else "torch's default threads. "))
-    timed = [n for n, r in V.items() if "speed" in r]
-    lat = any("latency_ms" in r["measure"] for r in V.values())
+    timed = [n for n, r in V.items() if r.speed is not None]
+    lat = any("latency_ms" in r.measure for r in V.values())
     if timed:
-        sp = V[timed[0]]["speed"]
+        sp = V[timed[0]].speed
         what = "Training tokens/s" + (" and inference latency" if lat else "")
         text += (f"{what} were measured after pretraining, all variants in one process taking turns (the best "
                  f"of {len(sp['rounds'])} rounds, {sp['threads']} thread(s)"
@@ -213,7 +207,7 @@ def _speed_note(cfg: StudyConfig, V: dict) -> str:
     return text
 
 
-def _precision_note(cfg: StudyConfig, V: dict) -> str:
+def _precision_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     """The precision each part ran in, from the runs' own records (auto resolves per machine)."""
     def named(values: dict[str, set]) -> str:
         every = set().union(*values.values()) if values else set()
@@ -221,32 +215,38 @@ def _precision_note(cfg: StudyConfig, V: dict) -> str:
             return f"{next(iter(every))} for every variant"
         return "; ".join(f"{n} {'/'.join(sorted(v)) or '?'}" for n, v in values.items()) or "not recorded"
 
-    pre = {n: {t["precision"] for t in r["curve"]["train"] if "precision" in t} for n, r in V.items()}
-    fts = [f for r in V.values() for f in r.get("finetune", {}).values() if f and "precision" in f]
-    ft = {n: {f["precision"] for f in r.get("finetune", {}).values() if f and "precision" in f} for n, r in V.items()}
-    text = f"Precision (study: {cfg.precision}, fine-tuning: {cfg.finetune.precision}): pretraining {named(pre)}"
-    if fts:
-        text += f"; fine-tuning {named(ft)} ({fts[0]['precision_reason']})"
+    pre = {n: {t["precision"] for t in r.curve["train"] if "precision" in t} for n, r in V.items()}
+    ft = {n: {f["precision"] for f in r.finetune.values() if f and "precision" in f} for n, r in V.items()}
+    reasons = [f["precision_reason"] for r in V.values() for f in r.finetune.values() if f and "precision_reason" in f]
+    text = (f"Precision (study: {cfg.base.trainer.precision}, fine-tuning: {cfg.finetune.precision}): "
+            f"pretraining {named(pre)}")
+    if reasons:
+        text += f"; fine-tuning {named(ft)} ({reasons[0]})"
     return text + "."
 
 
-def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
+def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
+    """report.json (the typed results, round-trippable through StudyResults.from_json), report.md
+    and the plots; returns report.json's content."""
     env = environment()
-    base = results.get("mlm_baselines")
-    claims = evaluate_claims(results["variants"], base)
-    report = {"study": cfg.name, "environment": env, **results, "claims": claims}
+    V, base = results.variants, results.mlm_baselines
+    claims = evaluate_claims(V, cfg.roles, base)
+    report = {"study": cfg.name, "environment": env, **results.to_json(), "claims": [c.to_json() for c in claims]}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     files = plots(cfg, results, out)
 
-    V = results["variants"]
     lines = [f"# Study: {cfg.name}", "",
              f"{env['date']} on {env['cpu']} ({env['threads']} threads"
              + (f", {env['cuda']}" if env["cuda"] else "") + f"); torch {env['versions'].get('torch')}.",
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
-             f"{cfg.batch_size} x {cfg.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
-             f"{results['data']['store']} ({_fmt(results['data'].get('tokens'))} tokens).",
+             f"{cfg.base.data.batch_size} x {cfg.base.data.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
+             f"{results.data['store']} ({_fmt(results.data.get('tokens'))} tokens).",
              _speed_note(cfg, V), _precision_note(cfg, V), ""]
-    if results["data"].get("demo_task"):
+    own = per_family_settings(cfg)
+    lines += (["Per-variant settings beyond model and objective (equal compute holds only where the rest is "
+               "equal): " + "; ".join(f"{n}: {', '.join(o)}" for n, o in own.items()) + ".", ""] if own
+              else ["Every variant shares the base recipe: only model and objective differ.", ""])
+    if results.data.get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]
     lines += ["## Variants", ""]
@@ -259,32 +259,30 @@ def write_report(cfg: StudyConfig, results: dict, out: Path) -> dict:
     lines += ["| variant | params (encoder) | checkpoint MB | steps | train tokens/s | peak MB | held-out MLM acc "
               "| left the plateau | disc AUC | downstream (median ± std) |", "|---" * 10 + "|"]
     for name, r in V.items():
-        m, st = r["measure"], steady_train(r)
-        ev = r["curve"]["eval"][-1] if r["curve"]["eval"] else {}
-        fs = final_score(r)
-        last = max(r["checkpoints"].values(), key=lambda c: c["flops"])
+        m, st, ev, fs = r.measure, steady_train(r), r.final_eval(), r.final_score()
+        last = max(r.checkpoints.values(), key=lambda c: c.flops)
         left = {True: "yes", False: "no", None: "–"}[left_plateau(r, base)]
-        lines.append(f"| {name} | {m['params_encoder'] / 1e6:.2f}M | {m['checkpoint_mb']:.1f} | {last['step']} | "
+        lines.append(f"| {name} | {m['params_encoder'] / 1e6:.2f}M | {m['checkpoint_mb']:.1f} | {last.step} | "
                      f"{st['tokens_per_s']:.0f} | {st['peak_memory_mb']:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
                      f"{_fmt(ev.get('eval_disc_auc'))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
-    lines += [""] + _task_table(V, results.get("baselines", {}))
-    lat_keys = sorted(next(iter(V.values()))["measure"].get("latency_ms", {}))
+    lines += [""] + _task_table(V, results.baselines)
+    lat_keys = sorted(next(iter(V.values())).measure.get("latency_ms", {}))
     where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"
     lines += [f"Inference latency (ms, sequence 128, {where}):", "", "| variant | " + " | ".join(lat_keys) + " |",
               "|---|" + "---|" * len(lat_keys)]
     for name, r in V.items():
-        lat = r["measure"].get("latency_ms", {})
+        lat = r.measure.get("latency_ms", {})
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
     lines += ["", "## Claims", ""]
     for c in claims:
-        lines.append(f"### {c['claim']}. {c['title']}")
-        lines.append(f"**Verdict: {c['verdict']}**" + (f" — {c['note']}" if c["note"] else ""))
-        if c.get("plateau"):
-            lines.append(f"*Not yet evidence about the families: {', '.join(c['plateau'])} had not left the unigram "
+        lines.append(f"### {c.claim}. {c.title}")
+        lines.append(f"**Verdict: {c.verdict}**" + (f" — {c.note}" if c.note else ""))
+        if c.plateau:
+            lines.append(f"*Not yet evidence about the families: {', '.join(c.plateau)} had not left the unigram "
                          "plateau at this budget, so the scores compared come from encoders that learned little from "
                          "context.*")
-        for k, val in c["numbers"].items():
+        for k, val in c.numbers.items():
             lines.append(f"- {k}: {_fmt(val)}")
         lines.append("")
     lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]

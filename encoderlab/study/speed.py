@@ -23,20 +23,16 @@ import torch
 ROUNDS = 5
 
 
-def _trainer(recipe: dict, run_dir: Path):
+def _trainer(recipe, run_dir: Path):
     """The variant's own trainer (model, objective, optimizer, data) at full sequence length,
     writing nothing: the step timed is exactly the pretraining step."""
-    from encoderlab.train.config import PretrainConfig
     from encoderlab.train.trainer import Trainer
 
-    cfg = PretrainConfig.from_dict(recipe)
-    cfg = cfg.replace(data=cfg.data.replace(short_seq_steps=0, eval_batches=0),
-                      trainer=cfg.trainer.replace(run_dir=str(run_dir), resume="never", max_flops=None,
-                                                  max_steps=10**9, log_every=0, eval_every=0,
-                                                  checkpoint_every=0, progress=False))
-    trainer = Trainer(cfg)
-    trainer.t0 = time.perf_counter()  # set by fit(), which is bypassed to time single steps
-    return trainer
+    cfg = recipe.replace(data=recipe.data.replace(short_seq_steps=0, eval_batches=0),
+                         trainer=recipe.trainer.replace(run_dir=str(run_dir), resume="never", max_flops=None,
+                                                        max_steps=10**9, log_every=0, eval_every=0,
+                                                        checkpoint_every=0, progress=False))
+    return Trainer(cfg)
 
 
 def _sync(device: torch.device) -> None:
@@ -44,7 +40,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def training_speed(recipes: dict[str, dict], *, rounds: int = ROUNDS, seconds: float = 2.0) -> dict[str, dict]:
+def training_speed(recipes: dict, *, rounds: int = ROUNDS, seconds: float = 2.0) -> dict[str, dict]:
     """{variant: {"tokens_per_s": the best round's, "rounds": [...], "device": "cpu" | "cuda"}}:
     pretraining steps of every variant, round-robin; each round runs a variant's steps for about
     ``seconds`` (at least two)."""

@@ -57,7 +57,7 @@ class SyntheticConfig(Config):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataConfig(Config):
     kind: Literal["store", "synthetic"] = "store"
-    path: str | None = None  # token store directory (kind: store)
+    path: str | None = None  # token store directory (kind: store; required when the data is read)
     tokenizer_dir: str | None = None  # None: the store's own tokenizer/
     batch_size: int = 32  # per micro-batch and rank
     seq_len: int = 128
@@ -71,8 +71,6 @@ class DataConfig(Config):
     synthetic: SyntheticConfig = dataclasses.field(default_factory=SyntheticConfig)
 
     def validate(self) -> None:
-        if self.kind == "store" and self.path is None:
-            raise ConfigError("data.path is required for data.kind: store (a token store directory)")
         if self.short_seq_steps < 0:
             raise ConfigError(f"data.short_seq_steps must be >= 0, got {self.short_seq_steps}")
         if self.short_seq_steps and self.short_seq_len is None:

@@ -131,9 +131,12 @@ def make_source(cfg: DataConfig, *, split: str, rank: int, world_size: int, seed
 
 
 def _open_store(cfg: DataConfig, split: str):
+    from encoderlab.config import ConfigError
     from encoderlab.data.store import TokenStore
     from encoderlab.data.tokenizer import load_tokenizer
 
+    if cfg.path is None:  # checked here, not in DataConfig: a study's base recipe has no store yet
+        raise ConfigError("data.path is required for data.kind: store (a token store directory)")
     tokenizer = load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir is not None else None
     return TokenStore(cfg.path, split, tokenizer=tokenizer)  # refuses a tokenizer the store was not built with
 

@@ -13,6 +13,7 @@ M masked positions, N real tokens (All-Tokens-MLM predicts all of them).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from encoderlab.models.config import ModelConfig
@@ -60,6 +61,14 @@ def _pooler(cfg: EncoderConfig, B: int) -> int:
     return 2 * B * cfg.hidden_size * cfg.hidden_size if cfg.pooler else 0
 
 
+def steps_for_budget(model: ModelConfig, objective, B: int, T: int, budget: float) -> int:
+    """Optimizer steps of batches of (B, T) that a FLOPs budget buys at the objective's masking rate
+    (M positions of the T - 2 that are not [CLS]/[SEP]); the trainer stops on the FLOPs it actually
+    counts, this is the plan that schedules are laid out on (warm-up, checkpoints)."""
+    M = round(objective.masking.rate * B * (T - 2))
+    return max(1, math.ceil(budget / step_flops(model, objective, B, T, M).total))
+
+
 def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | None = None,
                step: int = 0, sentence_labels: bool = True) -> StepFlops:
     """FLOPs of one micro-batch step (forward + backward) of ``objective`` (an ObjectiveConfig) on
@@ -90,8 +99,3 @@ def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | N
     if stage == "discriminator":
         return StepFlops(forward=gen + main, backward=2 * main_trained)
     return StepFlops(forward=gen + main, backward=2 * (gen_trained + main_trained))
-
-
-def eval_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | None = None) -> int:
-    """Forward-only FLOPs (held-out evaluation)."""
-    return step_flops(model, objective, B, T, M, N).forward

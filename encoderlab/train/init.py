@@ -10,6 +10,7 @@ from torch import nn
 from encoderlab.checkpoint import load_config, load_model
 from encoderlab.config import ConfigError
 from encoderlab.models.config import ModelConfig
+from encoderlab.models.pairs import Pair, deployed
 from encoderlab.models.presets import preset
 from encoderlab.train.config import InitConfig, ModelSpec
 
@@ -51,23 +52,16 @@ def initialize_from(model: nn.Module, init: InitConfig) -> list[str]:
     notes: list[str] = []
     if init.checkpoint is not None:
         src = load_model(init.checkpoint)
-        if hasattr(model, "generator") and hasattr(src, "generator"):
+        if isinstance(model, Pair) and isinstance(src, Pair):
             notes += _copy(src.generator, model.generator, init, "generator")
-            notes += _copy(_main(src), _main(model), init, "main")
+            notes += _copy(src.main, model.main, init, "main")
         else:
-            notes += _copy(src, _main(model), init, "model")
+            notes += _copy(src, deployed(model), init, "model")
     if init.generator is not None:
         notes += _copy(load_model(init.generator), model.generator, init, "generator")
     if init.discriminator is not None:
-        notes += _copy(load_model(init.discriminator), _main(model), init, "discriminator")
+        notes += _copy(load_model(init.discriminator), deployed(model), init, "discriminator")
     return notes
-
-
-def _main(model: nn.Module) -> nn.Module:
-    for name in ("discriminator", "mlm"):
-        if hasattr(model, name):
-            return getattr(model, name)
-    return model
 
 
 def _copy(src: nn.Module, dst: nn.Module, init: InitConfig, label: str) -> list[str]:

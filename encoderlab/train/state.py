@@ -30,7 +30,7 @@ from safetensors.torch import save as st_save
 from torch import nn
 
 from encoderlab.checkpoint import CheckpointError, load_model, save_model
-from encoderlab.objectives.rtd import MLMPair
+from encoderlab.models.pairs import MLMPair
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
@@ -80,6 +80,19 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
         return []
     found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)) and p.is_dir()]
     return [p for _, p in sorted(found)]
+
+
+def checkpoint_info(path: Path) -> dict:
+    """What a training checkpoint records of its run (step, tokens, FLOPs, precision, ...), without
+    loading its tensors: what a study reads to pick checkpoints by budget fraction."""
+    path = Path(path)
+    try:
+        return json.loads((path / STATE_JSON).read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: {STATE_JSON} is missing: not a training checkpoint, or an incomplete one") \
+            from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path / STATE_JSON}: not valid JSON ({e}): truncated or corrupt checkpoint") from None
 
 
 def load_checkpoint(path: Path, model: nn.Module) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -116,6 +116,9 @@ class Trainer:
         self.iterator = iter(self.source)
         self.stop_signal: int | None = None
         self.last_eval: dict = {}
+        # The run's clock (elapsed_s, time budgets); fit() restarts it. Set here too, so that
+        # train_step() can be called on its own (the study's speed stage, the benchmarks).
+        self.t0 = time.perf_counter()
 
     # ---- resume -------------------------------------------------------------------------------
     def _maybe_resume(self) -> str | None:

@@ -1,0 +1,132 @@
+"""ELECTRA's two-network models: a generator (a small MLM) and a main network trained on its
+samples, the generator's embedding tables shared into the main network.
+
+- :class:`ElectraPair`: the main network is the discriminator (replaced-token detection): the paper.
+- :class:`MLMPair`: the main network is an MLM the discriminator's size, for the paper's Replace-MLM
+  and All-Tokens-MLM ablations (encoderlab.objectives.rtd).
+
+:func:`deployed` answers, for any model a checkpoint holds, which network is kept after
+pretraining (fine-tuned, exported, timed, scored by default): a pair's main network, else the
+model itself. Attribute names (``generator``, ``discriminator``, ``mlm``) are the state-dict
+prefixes of saved checkpoints and stay as they are.
+
+Shape letters: V vocabulary (or positions, token types), E embedding width.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from encoderlab.config import ConfigError
+from encoderlab.models.config import EmbeddingSharing, ModelConfig
+from encoderlab.models.networks import Discriminator, MaskedLM
+
+SHARED_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+
+
+class Pair(nn.Module):
+    """A generator and the main network trained on its samples (see the subclasses)."""
+
+    config: ModelConfig
+    generator: MaskedLM
+
+    @property
+    def main(self) -> nn.Module:
+        raise NotImplementedError
+
+    def share_embeddings(self) -> None:
+        share_embeddings(self.generator, self.main, self.config.embedding_sharing)
+
+
+class ElectraPair(Pair):
+    """ELECTRA's generator (a small MLM) and discriminator (RTD), with embedding sharing."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.generator = MaskedLM(cfg.with_head("mlm", generator=None), encoder_cfg=cfg.generator)
+        self.discriminator = Discriminator(cfg.with_head("discriminator", generator=None))
+        self.share_embeddings()
+
+    @property
+    def main(self) -> Discriminator:
+        return self.discriminator
+
+
+class MLMPair(Pair):
+    """Generator + an MLM the size of the discriminator, for the Replace-MLM / All-Tokens-MLM
+    ablations. Embedding sharing none or shared (gdes is ELECTRA's: refused)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        if cfg.head != "electra":
+            raise ConfigError("MLMPair is built from an ELECTRA config (head: electra)")
+        if cfg.embedding_sharing == "gdes":
+            raise ConfigError("the MLM ablations support embedding_sharing none or shared, not gdes")
+        self.config = cfg
+        self.generator = MaskedLM(cfg.with_head("mlm", encoder=cfg.generator, generator=None))
+        self.mlm = MaskedLM(cfg.with_head("mlm", generator=None))
+        self.share_embeddings()
+
+    @property
+    def main(self) -> MaskedLM:
+        return self.mlm
+
+
+def deployed(model: nn.Module) -> nn.Module:
+    """The network kept after pretraining: a pair's main network (ELECTRA: the discriminator),
+    else the model itself. What fine-tuning starts from, ONNX exports and studies time."""
+    return model.main if isinstance(model, Pair) else model
+
+
+# ---- embedding sharing ---------------------------------------------------------------------------
+def share_embeddings(generator: MaskedLM, main: nn.Module, mode: EmbeddingSharing) -> None:
+    """shared: the main network's word, position and token-type tables are the generator's (as in
+    the ELECTRA paper). gdes: each is stopgrad(generator's) + its own delta. Disentangling the
+    position table too matters at small scale: with it shared, the discriminator's 50x-weighted
+    loss steers the positions the generator needs to leave the unigram plateau (docs/benchmarks.md)."""
+    if mode == "none":
+        return
+    g, d = generator.encoder.embeddings, main.encoder.embeddings
+    for name in SHARED_TABLES:
+        table = getattr(g, name)
+        if table is not None:
+            setattr(d, name, table if mode == "shared" else GDESEmbedding(table))
+    if isinstance(main, MaskedLM):
+        main.tie()  # its output layer reads its input table, which is now the generator's
+
+
+class GDESEmbedding(nn.Module):
+    """DeBERTa-v3's gradient-disentangled embedding: E_D = stopgrad(E_G) + delta, delta from zero.
+
+    The discriminator's loss reaches only delta; the generator's table learns from MLM alone.
+    The source table is held in a list so it is not registered (and saved) twice.
+    """
+
+    def __init__(self, source: nn.Embedding):
+        super().__init__()
+        self.source = [source]
+        self.delta = nn.Parameter(torch.zeros_like(source.weight))
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.source[0].weight.detach() + self.delta  # (V, E)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight)
+
+
+def gdes_tables(embeddings: nn.Module) -> dict[str, GDESEmbedding]:
+    """The GDES tables of an embeddings module, by attribute name (none unless gdes sharing)."""
+    return {n: t for n in SHARED_TABLES if isinstance(t := getattr(embeddings, n, None), GDESEmbedding)}
+
+
+def materialize_gdes(state: dict, embeddings: nn.Module, prefix: str) -> dict:
+    """``state`` with each GDES table written as a plain table E_G + delta, as transformers (and a
+    classifier fine-tuned from the discriminator) expect; ``prefix`` locates the embeddings."""
+    for n, t in gdes_tables(embeddings).items():
+        state.pop(f"{prefix}{n}.delta")
+        state[f"{prefix}{n}.weight"] = t.weight.detach()
+    return state

@@ -1,0 +1,171 @@
+"""The study's processes: pretrainings as `encoderlab pretrain` children, fine-tunings in a pool of
+workers, and how both are stopped.
+
+Each pretraining is a child process given its variant's PretrainConfig as YAML (study_recipe.yaml in
+its run directory); it resumes by itself from its last checkpoint. If the study stops (an error,
+Ctrl-C, SIGTERM), its children are stopped first (SIGTERM: they save a checkpoint), so a rerun never
+finds a second trainer writing the same run directory.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from encoderlab.config import ConfigError
+from encoderlab.study.progress import Progress, pretraining_status
+from encoderlab.study.stages import Stages
+from encoderlab.train.config import PretrainConfig
+
+RECIPE_FILE = "study_recipe.yaml"
+
+
+def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int | None, budget: float,
+                 stages: Stages, progress: Progress, fingerprint: Callable[[PretrainConfig], str]) -> None:
+    """Pretrain every variant not done yet, up to ``jobs`` at once. After a failure no new variant
+    starts; the running ones finish, and the study stops naming the failures and their logs."""
+    todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
+    for name in todo:
+        check_run_dir(name, recipes[name])
+    progress.advance(10 * (len(recipes) - len(todo)), cached=True)
+    env = dict(os.environ) if threads is None else dict(os.environ, OMP_NUM_THREADS=str(threads))
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    failed: list[str] = []
+
+    def reap(name: str, proc: subprocess.Popen, started: float) -> None:
+        del running[name]
+        progress.advance(10)
+        if proc.returncode == 0:
+            stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
+            return
+        log = Path(recipes[name].trainer.run_dir) / "pretrain.log"
+        failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{_tail(log)}")
+        progress.stage(f"pretrain {name} failed (exit {proc.returncode}); see {log}")
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    progress.detail = lambda: [pretraining_status(n, Path(recipes[n].trainer.run_dir), budget) for n in list(running)]
+    try:
+        while running or (todo and not failed):
+            while todo and not failed and len(running) < jobs:
+                name = todo.pop(0)
+                progress.stage(f"pretrain {name}: {budget:.3g} FLOPs budget"
+                               + (f" ({len(running) + 1} running)" if jobs > 1 else ""))
+                running[name] = (start_pretraining(recipes[name], env), time.perf_counter())
+            time.sleep(0.2)
+            for name, (proc, started) in list(running.items()):
+                if proc.poll() is not None:
+                    reap(name, proc, started)
+    except BaseException:
+        for proc, _ in running.values():
+            proc.send_signal(signal.SIGTERM)
+        for name, (proc, started) in list(running.items()):
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            reap(name, proc, started)
+        raise
+    finally:
+        progress.detail = None
+        signal.signal(signal.SIGTERM, previous)
+    if failed:
+        skipped = f"\nnot started: {', '.join(todo)}" if todo else ""
+        raise RuntimeError("pretraining failed: " + "\n".join(failed) + skipped)
+
+
+def check_run_dir(name: str, recipe: PretrainConfig) -> None:
+    """Refuse to resume a run directory that holds checkpoints of another recipe (a study rerun with
+    another budget, model or schedule): its trainer would continue the old run on the new schedule and
+    mix both in one folder. The folder is left as it is. The saved recipe is read as the trainer reads
+    it (old keys included), so only real changes are named."""
+    import warnings
+
+    from encoderlab.train.state import list_checkpoints
+
+    run_dir = Path(recipe.trainer.run_dir)
+    saved = run_dir / RECIPE_FILE
+    if not saved.exists() or not list_checkpoints(run_dir):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # notes about old keys in our own file would only confuse
+        old = _flat(PretrainConfig.from_yaml(saved).to_dict())
+    new = _flat(recipe.to_dict())
+    changed = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in sorted(old.keys() | new.keys())
+               if old.get(k) != new.get(k)]
+    if changed:
+        raise ConfigError(f"variant {name!r}: {run_dir} holds checkpoints of another recipe ({'; '.join(changed)}); "
+                          "a study does not continue them under a new one. Move that folder away, or give the "
+                          "study another out_dir, to pretrain this recipe")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+        return "\n".join(f.read().decode(errors="replace").splitlines()[-lines:])
+
+
+def start_pretraining(recipe: PretrainConfig, env: dict) -> subprocess.Popen:
+    """``encoderlab pretrain`` of one recipe in a child process, its output appended to pretrain.log."""
+    run_dir = Path(recipe.trainer.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    recipe.to_yaml(run_dir / RECIPE_FILE)
+    with open(run_dir / "pretrain.log", "a") as logf:  # the child keeps its own handle
+        return subprocess.Popen([sys.executable, "-m", "encoderlab", "pretrain", str(run_dir / RECIPE_FILE)],
+                                stdout=logf, stderr=subprocess.STDOUT, env=env)
+
+
+def run_pool(fn: Callable, items: list, *, jobs: int, threads: int | None, on_result: Callable,
+             progress: Progress, describe: Callable[[int], str]) -> None:
+    """fn over items in ``jobs`` worker processes (spawned: a forked copy of a process that already
+    ran torch's thread pool can hang), each result handed to on_result as it finishes, so an
+    interrupted study keeps what it got. Leaving the pool terminates the workers, also on an error
+    or a signal."""
+    finished = [0]
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    progress.detail = lambda: [describe(finished[0])]
+    try:
+        with multiprocessing.get_context("spawn").Pool(jobs, set_threads, (threads,)) as pool:
+            for result in pool.imap_unordered(fn, items):
+                finished[0] += 1
+                on_result(result)
+    finally:
+        progress.detail = None
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_inline(fn: Callable, items: Iterable, *, threads: int | None, on_result: Callable) -> None:
+    """fn over items in this process, at ``threads`` torch threads (restored afterwards)."""
+    import torch
+
+    before = torch.get_num_threads()
+    set_threads(threads)
+    try:
+        for item in items:
+            on_result(fn(item))
+    finally:
+        torch.set_num_threads(before)
+
+
+def set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

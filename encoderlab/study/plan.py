@@ -1,0 +1,96 @@
+"""The plan of a study: each variant's PretrainConfig, and the fine-tunings owed for each.
+
+A variant's recipe is the study's base recipe with the variant's model and objective, the study's
+token store, and a FLOPs budget; the budget becomes steps through the train side's own count
+(train/flops.steps_for_budget), and the steps decide the warm-up, the short-sequence phase, and when
+to log, evaluate and checkpoint. The variant's overrides come last. The child process that pretrains
+a variant is given exactly this config, as YAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from encoderlab.config import ConfigError
+from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
+from encoderlab.study.results import Checkpoint, FinetuneKey
+from encoderlab.study.stages import fingerprint
+from encoderlab.train.config import InitConfig, PretrainConfig
+
+
+def plan(cfg: StudyConfig, data: dict, out: Path) -> dict[str, PretrainConfig]:
+    """{variant name: its PretrainConfig}, in the study's order."""
+    return {v.name: variant_recipe(cfg, v, data, out / "runs" / v.name) for v in cfg.variants}
+
+
+def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> PretrainConfig:
+    from encoderlab.data.store import TokenStore
+    from encoderlab.train.flops import steps_for_budget
+    from encoderlab.train.init import resolve_model
+
+    base = cfg.base
+    model_cfg = resolve_model(v.model, InitConfig(), TokenStore(data["store"]).vocab_size)
+    steps = steps_for_budget(model_cfg, v.objective, base.data.batch_size, base.data.seq_len, cfg.budget_flops)
+    every = max(1, round(min(cfg.eval_fractions) * steps))
+    try:
+        recipe = base.replace(
+            model=v.model, objective=v.objective,
+            optimizer=base.optimizer.replace(warmup_steps=max(1, round(cfg.warmup_fraction * steps))),
+            # Steps are counted at full length; the short ones cost a little less, so the warm-up's
+            # share of the budget is slightly below short_seq_fraction, for every variant alike.
+            data=base.data.replace(kind="store", path=data["store"], tokenizer_dir=data["tokenizer"],
+                                   short_seq_steps=round(cfg.short_seq_fraction * steps)),
+            trainer=base.trainer.replace(run_dir=str(run_dir), max_flops=cfg.budget_flops, max_steps=None,
+                                         max_tokens=None, max_time_s=None, log_every=max(1, every // 4),
+                                         eval_every=every, checkpoint_every=every, keep_last=10_000,
+                                         progress=False))
+        return recipe.with_overrides(list(v.overrides)) if v.overrides else recipe
+    except ConfigError as e:
+        raise ConfigError(f"variant {v.name!r}: {e}") from None
+
+
+def recipe_fingerprint(recipe: PretrainConfig) -> str:
+    return fingerprint(recipe.to_dict())
+
+
+def per_family_settings(cfg: StudyConfig) -> dict[str, list[str]]:
+    """The settings in which variants differ beyond model and objective (their overrides): the
+    report lists them, since equal compute is only equal when everything else is."""
+    return {v.name: list(v.overrides) for v in cfg.variants if v.overrides}
+
+
+@dataclass(frozen=True)
+class FinetuneUnit:
+    """One checkpoint fine-tuned on one task with all the study's seeds: a stage of its own."""
+
+    variant: str
+    key: FinetuneKey
+    checkpoint: str
+    task: TaskRef
+    fingerprint: str
+
+    @property
+    def stage(self) -> str:  # a name in stages.json, never read back
+        return f"finetune:{self.variant}{'+unshared' if self.key.unshared else ''}:{self.key.fraction}:{self.key.task}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant}{' (unshared)' if self.key.unshared else ''} at {self.key.fraction:g} of the budget " \
+               f"on {self.key.task}"
+
+
+def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
+                   checkpoints: dict[float, Checkpoint]) -> list[FinetuneUnit]:
+    """A variant's fine-tunings: every task at every fine-tuning fraction, and for an unshare
+    variant also its unshared copy at the last fraction."""
+    rfp = recipe_fingerprint(recipe)
+    ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}  # a study may move between machines
+    units = []
+    for frac in cfg.finetune_fractions:
+        ck = checkpoints[frac].path
+        for task in cfg.tasks:
+            for unshared in [False] + ([True] if v.unshare and frac == max(cfg.finetune_fractions) else []):
+                units.append(FinetuneUnit(v.name, FinetuneKey(task.name, frac, unshared), ck, task,
+                                          fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared)))
+    return units

@@ -1,0 +1,148 @@
+"""A study's results as types: checkpoints at budget fractions, fine-tunings keyed by (task,
+fraction, unshared), one record per variant, and their round trip to report.json.
+
+The runner fills these; claims.py and report.py read them. No key is a string to be parsed: a
+fine-tuning is found by its FinetuneKey's fields. report.json written before these types (its
+fine-tunings keyed "task+unshared@0.5", its checkpoints "0.5") still loads, through the one legacy
+reader below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, order=True)
+class FinetuneKey:
+    """One fine-tuning of a variant: a task, the budget fraction of the checkpoint, and whether the
+    checkpoint's layer sharing was removed first (ALBERT, claim 4)."""
+
+    task: str
+    fraction: float
+    unshared: bool = False
+
+    def label(self) -> str:
+        return f"{self.task}{' (unshared)' if self.unshared else ''} @ {self.fraction:g}"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The checkpoint nearest a fraction of the budget (by the FLOPs its trainer counted)."""
+
+    path: str
+    step: int
+    flops: float
+    fraction_of_budget: float
+
+
+@dataclass
+class VariantResult:
+    """Everything the study learned about one variant. ``finetune`` maps each key to the fine-tuning
+    summary (score median/min/max/std/n over seeds, per-metric summary, per-seed scores), or None for
+    one not run yet; ``measure`` holds size, parameters, minimal pairs and latency; ``speed`` the
+    side-by-side training throughput (absent for two-stage variants, whose logged rate is used)."""
+
+    name: str
+    spec: dict
+    run_dir: str
+    pretrain: dict | None = None
+    checkpoints: dict[float, Checkpoint] = field(default_factory=dict)
+    curve: dict = field(default_factory=lambda: {"train": [], "eval": []})
+    finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
+    measure: dict = field(default_factory=dict)
+    speed: dict | None = None
+
+    # ---- what the claims and the report read ---------------------------------------------------
+    def fine_tunings(self, *, unshared: bool = False) -> dict[FinetuneKey, dict]:
+        return {k: r for k, r in self.finetune.items() if r is not None and k.unshared == unshared}
+
+    def final_score(self, *, unshared: bool = False) -> dict | None:
+        """Downstream score at the last fine-tuned fraction, averaged over tasks: median and std."""
+        done = self.fine_tunings(unshared=unshared)
+        if not done:
+            return None
+        last = max(k.fraction for k in done)
+        rows = [r for k, r in done.items() if k.fraction == last]
+        return {"median": statistics.mean(r["score"]["median"] for r in rows),
+                "std": statistics.mean(r["score"]["std"] for r in rows), "n": rows[0]["score"]["n"]}
+
+    def score_at(self, fraction: float) -> float | None:
+        rows = [r for k, r in self.fine_tunings().items() if k.fraction == fraction]
+        return statistics.mean(r["score"]["median"] for r in rows) if rows else None
+
+    def finetuned_fractions(self) -> list[float]:
+        return sorted({k.fraction for k in self.fine_tunings()})
+
+    def final_eval(self) -> dict:
+        ev = self.curve["eval"]
+        return ev[-1] if ev else {}
+
+    def objective(self) -> dict:
+        return self.spec.get("objective", {})
+
+    # ---- report.json ---------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {"name": self.name, "spec": self.spec, "run_dir": self.run_dir, "pretrain": self.pretrain,
+                "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
+                "curve": self.curve,
+                "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())],
+                "measure": self.measure, **({"speed": self.speed} if self.speed is not None else {})}
+
+    @classmethod
+    def from_json(cls, name: str, d: dict) -> VariantResult:
+        cks, fts = d.get("checkpoints", []), d.get("finetune", [])
+        if isinstance(cks, dict) or isinstance(fts, dict):
+            cks, fts = _legacy_lists(cks, fts)
+        return cls(name=d.get("name", name), spec=d.get("spec", {}), run_dir=d.get("run_dir", ""),
+                   pretrain=d.get("pretrain"),
+                   checkpoints={float(c["fraction"]): Checkpoint(c["path"], c["step"], c["flops"],
+                                                                 c["fraction_of_budget"]) for c in cks},
+                   curve=d.get("curve", {"train": [], "eval": []}),
+                   finetune={FinetuneKey(f["task"], float(f["fraction"]), bool(f.get("unshared"))): f["result"]
+                             for f in fts},
+                   measure=d.get("measure", {}), speed=d.get("speed"))
+
+
+def _legacy_lists(cks: dict, fts: dict) -> tuple[list, list]:
+    """report.json before typed results: checkpoints keyed "0.5", fine-tunings "task+unshared@0.5"."""
+    checkpoints = [{"fraction": float(f), **c} for f, c in cks.items()]
+    finetune = []
+    for key, r in fts.items():
+        task, frac = key.rsplit("@", 1)
+        unshared = task.endswith("+unshared")
+        finetune.append({"task": task.removesuffix("+unshared"), "fraction": float(frac), "unshared": unshared,
+                         "result": r})
+    return checkpoints, finetune
+
+
+@dataclass
+class StudyResults:
+    """A study's results: its config (as a dict), data, per-task baselines, the held-out count
+    baselines and every variant's result."""
+
+    config: dict
+    data: dict
+    variants: dict[str, VariantResult]
+    baselines: dict = field(default_factory=dict)
+    mlm_baselines: dict | None = None
+
+    def to_json(self) -> dict:
+        return {"config": self.config, "data": self.data, "baselines": self.baselines,
+                "mlm_baselines": self.mlm_baselines, "variants": {n: v.to_json() for n, v in self.variants.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> StudyResults:
+        return cls(config=d["config"], data=d.get("data", {}), baselines=d.get("baselines", {}),
+                   mlm_baselines=d.get("mlm_baselines"),
+                   variants={n: VariantResult.from_json(n, v) for n, v in d["variants"].items()})
+
+
+def load_report(path: str | Path) -> tuple[StudyResults, dict]:
+    """The results of a report.json, old or new, and the rest of the file (environment, claims)."""
+    d = json.loads(Path(path).read_text())
+    return StudyResults.from_json(d), {k: v for k, v in d.items() if k not in ("config", "data", "baselines",
+                                                                             "mlm_baselines", "variants")}

@@ -1,0 +1,70 @@
+"""The pairs module's contract: which network a model deploys, embedding sharing written once for
+both pair kinds, and state-dict names unchanged (the checkpoint format depends on them)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from encoderlab.models.config import ModelConfig
+from encoderlab.models.networks import Discriminator, MaskedLM, build_model, unshare
+from encoderlab.models.pairs import SHARED_TABLES, ElectraPair, GDESEmbedding, MLMPair, deployed
+from tests.conftest import tiny_encoder
+
+
+def _electra(sharing: str = "shared") -> ModelConfig:
+    return ModelConfig(family="electra", head="electra", encoder=tiny_encoder(),
+                       generator=tiny_encoder(hidden_size=16, num_heads=2, intermediate_size=32, embedding_size=32),
+                       embedding_sharing=sharing)
+
+
+def test_deployed_is_the_main_network_of_a_pair_and_the_network_itself_otherwise():
+    electra = ElectraPair(_electra())
+    assert deployed(electra) is electra.discriminator and isinstance(electra.discriminator, Discriminator)
+    ablation = MLMPair(_electra())
+    assert deployed(ablation) is ablation.mlm and isinstance(ablation.mlm, MaskedLM)
+    for head in ("mlm", "encoder", "discriminator", "sequence_classification"):
+        net = build_model(ModelConfig(family="bert", head=head, encoder=tiny_encoder(), num_labels=2))
+        assert deployed(net) is net
+
+
+def test_state_dict_names_are_the_checkpoint_prefixes():
+    assert {k.split(".")[0] for k in ElectraPair(_electra()).state_dict()} == {"generator", "discriminator"}
+    assert {k.split(".")[0] for k in MLMPair(_electra()).state_dict()} == {"generator", "mlm"}
+    gdes = ElectraPair(_electra("gdes")).state_dict()
+    assert "discriminator.encoder.embeddings.word_embeddings.delta" in gdes
+    assert "discriminator.encoder.embeddings.word_embeddings.weight" not in gdes  # the generator's, saved once
+
+
+@pytest.mark.parametrize("kind", [ElectraPair, MLMPair])
+def test_both_pair_kinds_share_the_same_tables_the_same_way(kind):
+    pair = kind(_electra("shared"))
+    g, d = pair.generator.encoder.embeddings, pair.main.encoder.embeddings
+    for name in SHARED_TABLES:
+        assert getattr(d, name) is getattr(g, name)
+    if kind is MLMPair:  # its output layer follows its (shared) input table
+        assert pair.mlm.mlm_head.decoder_weight is g.word_embeddings.weight
+    apart = kind(_electra("none"))
+    assert apart.main.encoder.embeddings.word_embeddings is not apart.generator.encoder.embeddings.word_embeddings
+
+
+def test_gdes_wraps_every_table_and_mlm_pairs_refuse_it():
+    pair = ElectraPair(_electra("gdes"))
+    for name in SHARED_TABLES:
+        t = getattr(pair.discriminator.encoder.embeddings, name)
+        assert isinstance(t, GDESEmbedding) and t.source[0] is getattr(pair.generator.encoder.embeddings, name)
+    with pytest.raises(ValueError, match="not gdes"):
+        MLMPair(_electra("gdes"))
+
+
+def test_unshare_of_an_mlm_pair_keeps_outputs_and_sharing():
+    cfg = _electra("shared")
+    cfg = ModelConfig(family="electra", head="electra", encoder=tiny_encoder(num_layers=4, sharing="all"),
+                      generator=cfg.generator, embedding_sharing="shared")
+    pair = MLMPair(cfg).eval()
+    ids = torch.randint(5, 99, (2, 7), generator=torch.Generator().manual_seed(0))
+    before = pair.mlm(ids).logits
+    unshare(pair)
+    torch.testing.assert_close(pair.mlm(ids).logits, before, atol=0, rtol=0)
+    assert pair.mlm.encoder.embeddings.word_embeddings is pair.generator.encoder.embeddings.word_embeddings
+
