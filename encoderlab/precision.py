@@ -99,6 +99,13 @@ def resolve_precision(requested: str, device: torch.device | str = "cpu", *, hid
     return PrecisionChoice(pick, requested, reason, record)
 
 
+def bf16_products_fast(hidden: int = 256) -> bool:
+    """Whether this CPU runs bf16 matrix products at least MIN_BF16_SPEEDUP x faster than fp32 (the
+    cached probe at width ``hidden``): kernels with a bf16-only fast path ask this."""
+    record = cpu_probe(hidden, 4 * hidden)
+    return record["bf16_gflops"] >= MIN_BF16_SPEEDUP * record["fp32_gflops"]
+
+
 def cuda_bf16_supported(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device) >= (8, 0)
 

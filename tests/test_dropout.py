@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from encoderlab.nn import encoder as encoder_module
 from encoderlab.nn.config import EncoderConfig
@@ -52,8 +53,9 @@ def test_cpu_attention_path_matches_sdpa():
 
 
 def test_bf16_cpu_attention_explicit_matches_sdpa(monkeypatch):
-    """bf16 attention on the CPU runs as explicit products up to EXPLICIT_BF16_MAX_LEN (faster
-    there); it must agree with SDPA's flash kernel, padded keys included, forward and backward."""
+    """bf16 attention on the CPU runs as explicit products up to EXPLICIT_BF16_MAX_LEN where bf16
+    products are fast (faster there); it must agree with SDPA's flash kernel, padded keys included,
+    forward and backward."""
     cfg = EncoderConfig(vocab_size=50, hidden_size=64, num_layers=1, num_heads=4, intermediate_size=64,
                         hidden_dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(0)
@@ -64,6 +66,7 @@ def test_bf16_cpu_attention_explicit_matches_sdpa(monkeypatch):
     mask = mask[:, None, None, :]
     w = torch.randn(3, 9, 64)  # a random readout, so the gradient through LayerNorm is not ~0
     outs = {}
+    monkeypatch.setattr(encoder_module, "_bf16_products_fast", True)  # the explicit path, whatever this CPU is
     for limit in (256, 0):  # 0: every length is "long", so SDPA runs
         monkeypatch.setattr(encoder_module, "EXPLICIT_BF16_MAX_LEN", limit)
         att.zero_grad()
@@ -76,3 +79,26 @@ def test_bf16_cpu_attention_explicit_matches_sdpa(monkeypatch):
         scale = sdpa.abs().max()
         assert scale > 0.1
         torch.testing.assert_close(explicit / scale, sdpa / scale, atol=2e-2, rtol=0)
+
+
+def test_bf16_attention_path_follows_the_precision_probe(monkeypatch, tmp_path):
+    """Where the probe says bf16 products are slow (an AVX2-only CPU), short bf16 attention keeps
+    SDPA: the explicit products would be 3-5x slower there. Where fast, the explicit path runs."""
+    from encoderlab import precision
+
+    calls = []
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda *a, _f=F.scaled_dot_product_attention, **k: calls.append(1) or _f(*a, **k))
+    cfg = EncoderConfig(vocab_size=50, hidden_size=64, num_layers=1, num_heads=4, intermediate_size=64,
+                        hidden_dropout=0.0, attention_dropout=0.0)
+    att = SelfAttention(cfg).eval()
+    x = torch.randn(2, 9, 64)
+    for fast, sdpa_calls in ((False, 1), (True, 0)):
+        monkeypatch.setattr(encoder_module, "_bf16_products_fast", None)  # decided anew, by the probe
+        monkeypatch.setattr(precision, "measure_cpu", lambda h, i, fast=fast: {
+            "cpu": "Test CPU", "capability": "TEST", "fp32_gflops": 30.0, "bf16_gflops": 200.0 if fast else 1.0})
+        monkeypatch.setenv("ENCODERLAB_CACHE_DIR", str(tmp_path / str(fast)))  # no cached verdict applies
+        calls.clear()
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            att(x)
+        assert len(calls) == sdpa_calls and encoder_module._bf16_products_fast is fast

@@ -21,9 +21,23 @@ from encoderlab.nn.config import EncoderConfig
 from encoderlab.nn.dropout import Dropout, dropout
 
 # Longest sequence at which bf16 attention on the CPU runs as explicit products rather than SDPA:
-# 3.7-5.2x faster (forward + backward) at 128, 2.2x at 256, even at 512 (benchmarks/attention.py),
-# where SDPA's smaller memory (no (B, N, T, T) tensors kept for backward) then decides.
+# 3.7-5.2x faster (forward + backward) at 128, 2.2x at 256, even at 512 on an AMX Xeon, 2.7-4.5x at
+# 128 on a Zen 4 EPYC (benchmarks/attention.py), where SDPA's smaller memory (no (B, N, T, T)
+# tensors kept for backward) then decides. Only where bf16 products are fast: on an AVX2-only CPU
+# the explicit bf16 products are 3-5x *slower* than SDPA's kernel (2026-12-04), so there (where
+# bf16 runs only when asked for: precision auto is fp32) SDPA is kept. Decided by the precision
+# probe (encoderlab/precision.py), once per process.
 EXPLICIT_BF16_MAX_LEN = 256
+_bf16_products_fast: bool | None = None
+
+
+def explicit_bf16_attention() -> bool:
+    global _bf16_products_fast
+    if _bf16_products_fast is None:
+        from encoderlab.precision import bf16_products_fast
+
+        _bf16_products_fast = bf16_products_fast()
+    return _bf16_products_fast
 
 
 def activation(name: str):
@@ -99,11 +113,13 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(h).view(B, T, 3, self.num_heads, H // self.num_heads)  # (B, T, 3, N, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D)
         p = self.attention_dropout if self.training else 0.0
-        if x.device.type == "cpu" and (p > 0.0 or (q.dtype == torch.bfloat16 and T <= EXPLICIT_BF16_MAX_LEN)):
+        bf16_short = q.dtype == torch.bfloat16 and T <= EXPLICIT_BF16_MAX_LEN
+        if x.device.type == "cpu" and (p > 0.0 or (bf16_short and explicit_bf16_attention())):
             # Explicit products on the CPU, where they beat SDPA (benchmarks/attention.py): SDPA has
             # no fused dropout (with dropout_p > 0 it runs these same products but draws its mask
             # per element, which costs more than they do), and in bf16 at short lengths its flash
-            # kernel is slower than two batched products, forward and above all backward.
+            # kernel is slower than two batched products, forward and above all backward, where
+            # bf16 products are fast (see explicit_bf16_attention).
             s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5  # (B, N, T, T)
             if mask is not None:
                 s = s.masked_fill(~mask, float("-inf"))
