@@ -41,6 +41,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (tests that compare runs, or start subprocesses that need the
+    other core), the previous count restored after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -133,11 +133,4 @@ def test_study_results_killed_mid_write_are_whole_or_absent(tmp_path):
         assert len(rec["result"]["seeds"]) == rec["result"]["n"], key
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")

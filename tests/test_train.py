@@ -20,12 +20,7 @@ IDS = dict(mask_token_id=3, special_token_ids=(0, 1, 2, 3, 4))
 TIMING = {"elapsed_s", "tokens_per_s", "peak_memory_mb"}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_recipe_round_trip_and_unknown_keys(tmp_path):
