@@ -53,7 +53,7 @@ def build_store(work: Path, corpus: Path, vocab: int, workers: int) -> Path:
 
 def recipe(name: str, store: Path, work: Path, args, **trainer) -> PretrainConfig:
     electra = name.startswith("electra")
-    t = dict(run_dir=str(work / name), log_every=50, checkpoint_every=0, precision="auto", resume="never",
+    t = dict(run_dir=str(work / name), log_every=50, checkpoint_every=0, precision=args.precision, resume="never",
              seed=args.seed)
     t.update(trainer)
     return PretrainConfig(
@@ -101,6 +101,8 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
                          "the discriminator, then joint training)")
     ap.add_argument("--eval-batches", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                    help="fix it in ablations, so that runs on one machine compare alike")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; on a shared 2-core box 2 threads oversubscribe and run ~5x slower")
 
@@ -157,8 +159,8 @@ def markdown(res: dict) -> str:
     a = res["args"]
     lines = [
         f"Budget {res['budget_flops']:.3e} FLOPs each (analytic, forward + 2x backward), batch "
-        f"{a['batch_size']} x {a['seq_len']}, lr {a['lr']}, {a['warmup']} warm-up steps, precision auto, "
-        f"{res['threads']} threads.",
+        f"{a['batch_size']} x {a['seq_len']}, lr {a['lr']}, {a['warmup']} warm-up steps, "
+        f"precision {a.get('precision', 'auto')}, {res['threads']} threads.",
         "",
         "| model | steps | tokens | wall-clock | held-out MLM accuracy | held-out MLM loss | disc. accuracy "
         "| disc. AUC |",
