@@ -35,7 +35,8 @@ class ConfigNote(UserWarning):
 
 def renamed_bf16(value: Any) -> tuple[str, Any]:
     """``bf16: true|false`` (before ``precision``) -> ``precision``. ``true`` was the default, meant
-    "the fast precision", and on a CPU without bf16 matrix units is ~37x slower than fp32: it maps
+    "the fast precision", and on a CPU without bf16 matrix units is 13-80x slower than fp32 (measured,
+    docs/benchmarks.md): it maps
     to ``auto``, which is bf16 exactly where bf16 is faster. ``false`` asked for fp32 and keeps it."""
     if not isinstance(value, bool):
         raise ConfigError(f"bf16: expected true/false, got {value!r} (the key is now precision: auto|fp32|bf16)")

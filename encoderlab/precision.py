@@ -1,15 +1,15 @@
 """Which precision a run computes in: one rule for pretraining, fine-tuning, evaluation and studies.
 
 ``precision: auto | fp32 | bf16``. ``auto`` is bf16 autocast where this device runs bf16 matrix
-products faster than fp32, and fp32 elsewhere. Machines differ by far more than a table of CPU
-names could say: on an Intel Xeon with AMX bf16 products are 7-10x faster than fp32, on a Zen 4 EPYC
-(AVX512-BF16) about 3.6x, and on an AVX2-only CPU about 37-80x *slower* (oneDNN then emulates
-them). So on a CPU ``auto`` measures: a short probe times the forward and backward of one linear
-layer at the run's width, in fp32 and under bf16 autocast (casts included), and picks bf16 only when
-it is clearly faster. The verdict is cached per machine (CPU model, capability, torch version,
-threads, shape) in ``$ENCODERLAB_CACHE_DIR`` or ``$XDG_CACHE_HOME/encoderlab`` (``~/.cache``), with
-both figures, so that later runs start at once; a corrupt or foreign cache file is ignored with a
-warning and rewritten.
+products faster than fp32, and fp32 elsewhere. Machines differ by far more than a table of CPU names
+could say: on a Zen 4 EPYC (AVX512-BF16) bf16 products ran 3.6x faster than fp32, on the same
+machine limited to AVX2 80x *slower* (oneDNN then emulates them), and an AMX Xeon is reported 7-10x
+faster (docs/benchmarks.md, "CPU kinds"). So on a CPU ``auto`` measures: a short probe times the
+forward and backward of one linear layer at the run's width, in fp32 and under bf16 autocast (casts
+included), and picks bf16 only when it is clearly faster. The verdict is cached per machine (CPU
+model, capability, torch version, threads, shape) in ``$ENCODERLAB_CACHE_DIR`` or
+``$XDG_CACHE_HOME/encoderlab`` (``~/.cache``), with both figures, so that later runs start at once;
+a corrupt or foreign cache file is ignored with a warning and rewritten.
 
 On CUDA ``auto`` is bf16 where the device supports it (compute capability >= 8.0), fp32 otherwise.
 fp16 is not offered: it needs loss scaling, which the trainers do not implement.
@@ -97,6 +97,11 @@ def resolve_precision(requested: str, device: torch.device | str = "cpu", *, hid
               f"fp32 {record['fp32_gflops']:.1f}, bf16 {record['bf16_gflops']:.1f} GFLOP/s; "
               f"bf16 needs >= {MIN_BF16_SPEEDUP}x)")
     return PrecisionChoice(pick, requested, reason, record)
+
+
+def resolve_for_encoder(requested: str, device: torch.device | str, encoder) -> PrecisionChoice:
+    """resolve_precision at the width of ``encoder`` (an EncoderConfig): what every caller probes."""
+    return resolve_precision(requested, device, hidden=encoder.hidden_size, intermediate=encoder.intermediate_size)
 
 
 def bf16_products_fast(hidden: int = 256) -> bool:

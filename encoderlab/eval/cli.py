@@ -150,10 +150,9 @@ def _setup(args):
 def _resolved(model, precision: str):
     """The precision to score ``model`` in on the CPU, printed with its reason."""
     from encoderlab.models.pairs import deployed
-    from encoderlab.precision import resolve_precision
+    from encoderlab.precision import resolve_for_encoder
 
-    enc = deployed(model).encoder.config
-    choice = resolve_precision(precision, "cpu", hidden=enc.hidden_size, intermediate=enc.intermediate_size)
+    choice = resolve_for_encoder(precision, "cpu", deployed(model).encoder.config)
     print(f"precision {choice.precision} ({choice.reason})")
     return choice.precision
 

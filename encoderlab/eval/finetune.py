@@ -46,7 +46,7 @@ from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.models.networks import SequenceClassifier
 from encoderlab.models.pairs import deployed, materialize_gdes
-from encoderlab.precision import PrecisionChoice, autocast, resolve_precision
+from encoderlab.precision import autocast, resolve_for_encoder
 
 
 def default_learning_rate(hidden_size: int) -> float:
@@ -194,7 +194,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     torch.manual_seed(seed)
     device = resolve_device(cfg.device)
     model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout).to(device)
-    precision = resolve_for(model, cfg, device)
+    precision = resolve_for_encoder(cfg.precision, device, model.encoder.config)
     train = _subset(data.train, cfg.max_train_examples)
     max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)
     enc = _encode(tok, train, max_length)
@@ -255,10 +255,6 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     return result
 
 
-def resolve_for(model: nn.Module, cfg: FinetuneConfig, device: torch.device) -> PrecisionChoice:
-    """The precision of fine-tuning ``model``: the config's, ``auto`` probed at the model's width."""
-    enc = model.encoder.config
-    return resolve_precision(cfg.precision, device, hidden=enc.hidden_size, intermediate=enc.intermediate_size)
 
 
 def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: FinetuneConfig | None = None,

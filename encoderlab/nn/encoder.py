@@ -23,8 +23,8 @@ from encoderlab.nn.dropout import Dropout, dropout
 # Longest sequence at which bf16 attention on the CPU runs as explicit products rather than SDPA:
 # 3.7-5.2x faster (forward + backward) at 128, 2.2x at 256, even at 512 on an AMX Xeon, 2.7-4.5x at
 # 128 on a Zen 4 EPYC (benchmarks/attention.py), where SDPA's smaller memory (no (B, N, T, T)
-# tensors kept for backward) then decides. Only where bf16 products are fast: on an AVX2-only CPU
-# the explicit bf16 products are 3-5x *slower* than SDPA's kernel (2026-12-04), so there (where
+# tensors kept for backward) then decides. Only where bf16 products are fast: on a CPU limited to
+# AVX2 the explicit bf16 products were 3-5x *slower* than SDPA's kernel (2026-12-04), so there (where
 # bf16 runs only when asked for: precision auto is fp32) SDPA is kept. Decided by the precision
 # probe (encoderlab/precision.py), once per process.
 EXPLICIT_BF16_MAX_LEN = 256

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from encoderlab.config import ConfigError
-from encoderlab.study.progress import Progress, pretraining_status
+from encoderlab.study.progress import Progress, pretraining_status, tail_lines
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import PretrainConfig
 
@@ -117,9 +117,7 @@ def _raise_interrupt(signum, frame) -> None:
 
 
 def _tail(path: Path, lines: int = 15) -> str:
-    with open(path, "rb") as f:
-        f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
-        return "\n".join(f.read().decode(errors="replace").splitlines()[-lines:])
+    return "\n".join(tail_lines(path, 8192)[-lines:])
 
 
 def start_pretraining(recipe: PretrainConfig, env: dict) -> subprocess.Popen:

@@ -146,16 +146,14 @@ def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
     from encoderlab.data.tokenizer import load_tokenizer
     from encoderlab.eval.intrinsic import minimal_pairs_accuracy
     from encoderlab.models.pairs import ElectraPair, deployed
-    from encoderlab.precision import resolve_precision
+    from encoderlab.precision import resolve_for_encoder
 
     path = Path(cfg.minimal_pairs) if cfg.minimal_pairs else Path(cfg.out_dir) / "data" / "minimal_pairs.jsonl"
     if not cfg.minimal_pairs and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)  # no data/ dir when the study reuses a store
         derived_minimal_pairs(data, path)
     tok = load_tokenizer(data["tokenizer"])
-    enc = deployed(model).encoder.config
-    precision = resolve_precision(cfg.base.trainer.precision, "cpu", hidden=enc.hidden_size,
-                                  intermediate=enc.intermediate_size)
+    precision = resolve_for_encoder(cfg.base.trainer.precision, "cpu", deployed(model).encoder.config)
     out = {"precision": precision.precision}
     methods = ["mlm", "discriminator"] if isinstance(model, ElectraPair) else ["mlm"]
     for m in methods:  # for ELECTRA: "mlm" scores its generator, "discriminator" the discriminator

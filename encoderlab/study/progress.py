@@ -87,11 +87,16 @@ def pretraining_status(name: str, run_dir: Path, budget_flops: float) -> str:
             f"{rec.get('tokens_per_s', 0.0):,.0f} tokens/s, ~{left:.0f}s left for this variant")
 
 
+def tail_lines(path: Path, tail_bytes: int) -> list[str]:
+    """The lines in the last ``tail_bytes`` of a file (the first may be cut), without reading the rest."""
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
+        return f.read().decode(errors="replace").splitlines()
+
+
 def last_record(path: Path, split: str, tail_bytes: int = 65536) -> dict | None:
     try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
-            lines = f.read().decode(errors="replace").splitlines()
+        lines = tail_lines(path, tail_bytes)
     except OSError:
         return None
     for line in reversed(lines):

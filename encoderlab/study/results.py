@@ -25,9 +25,6 @@ class FinetuneKey:
     fraction: float
     unshared: bool = False
 
-    def label(self) -> str:
-        return f"{self.task}{' (unshared)' if self.unshared else ''} @ {self.fraction:g}"
-
 
 @dataclass(frozen=True)
 class Checkpoint:

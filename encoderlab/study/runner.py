@@ -208,8 +208,10 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
     threads = cfg.threads_per_job()
     timed = {n: r for n, r in recipes.items() if not r.objective.two_stage_generator_steps}
     finals = {n: r.checkpoints[max(cfg.eval_fractions)].path for n, r in variants.items()}
-    dtypes = speed.latency_precisions(cfg.base.trainer.precision,
-                                      [measure.deployed_encoder(ck).config for ck in finals.values()])
+    # Each deployed encoder is loaded once: its width picks the latency precisions, then it is timed.
+    encoders = {n: measure.deployed_encoder(ck) for n, ck in finals.items()} if cfg.latency else {}
+    dtypes = speed.latency_precisions(cfg.base.trainer.precision, [e.config for e in encoders.values()]) \
+        if encoders else ()
     key_fp = fingerprint({n: r.to_dict() for n, r in timed.items()}, finals, threads, cfg.latency,
                          cfg.speed_seconds, dtypes)
     got = stages.get("speed", key_fp)
@@ -222,8 +224,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
         try:
             got = {"threads": torch.get_num_threads(), "rounds": speed.ROUNDS,
                    "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
-            if cfg.latency:
-                encoders = {n: measure.deployed_encoder(ck) for n, ck in finals.items()}
+            if encoders:
                 got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4, dtypes=dtypes)
         finally:
             torch.set_num_threads(before)

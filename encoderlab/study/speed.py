@@ -69,10 +69,9 @@ def latency_precisions(precision: str, configs: list) -> tuple[str, ...]:
     """The precisions inference is timed in: fp32 always, and bf16 where the study's precision is
     bf16 on this machine for the widest encoder (auto on a CPU without fast bf16 products: fp32
     only; timing bf16 there would take minutes to report a precision no one would deploy)."""
-    from encoderlab.precision import resolve_precision
+    from encoderlab.precision import resolve_for_encoder
 
-    widest = max(configs, key=lambda c: c.hidden_size)
-    chosen = resolve_precision(precision, "cpu", hidden=widest.hidden_size, intermediate=widest.intermediate_size)
+    chosen = resolve_for_encoder(precision, "cpu", max(configs, key=lambda c: c.hidden_size))
     return ("fp32", "bf16") if chosen.bf16 else ("fp32",)
 
 

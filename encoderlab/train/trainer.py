@@ -23,7 +23,7 @@ from encoderlab.checkpoint import CheckpointError
 from encoderlab.device import resolve_device
 from encoderlab.nn.encoder import Encoder
 from encoderlab.objectives import build_networks, build_objective, with_defaults
-from encoderlab.precision import autocast, resolve_precision
+from encoderlab.precision import autocast, resolve_for_encoder
 from encoderlab.train import distributed
 from encoderlab.train.config import ModelSpec, PretrainConfig
 from encoderlab.train.data import describe, make_source
@@ -82,9 +82,7 @@ class Trainer:
         self.model_cfg, self.ocfg, self.tokenizer_dir = model_cfg, ocfg, info["tokenizer_dir"]
         self.run_dir = Path(t.run_dir)
         self.model = build_networks(model_cfg, ocfg).to(self.device)
-        enc = model_cfg.encoder
-        self.precision = resolve_precision(t.precision, self.device, hidden=enc.hidden_size,
-                                           intermediate=enc.intermediate_size)
+        self.precision = resolve_for_encoder(t.precision, self.device, model_cfg.encoder)
         self.model.train()
         self.notes = initialize_from(self.model, cfg.init)
         if t.compile:
