@@ -46,6 +46,10 @@ def main() -> None:
     ap.add_argument("--model", choices=("bert-tiny", "electra-tiny"), default="bert-tiny")
     ap.add_argument("--disc-weight", type=float, default=None, help="ELECTRA discriminator loss weight (50)")
     ap.add_argument("--clip", type=float, default=None, help="gradient clipping norm (1.0; 0 disables)")
+    ap.add_argument("--position", choices=("absolute", "rope"), default=None, help="position encoding (absolute)")
+    ap.add_argument("--gated-ffn", action="store_true", help="GeGLU feed-forward (with the preset's gelu)")
+    ap.add_argument("--no-bias", action="store_true", help="no biases in the layers' linears and norms")
+    ap.add_argument("--mask-rate", type=float, default=None, help="share of tokens chosen for MLM (0.15)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(args.work)
@@ -64,6 +68,12 @@ def main() -> None:
         changes["norm"] = args.norm
     if args.dropout is not None:
         changes["hidden_dropout"] = changes["attention_dropout"] = args.dropout
+    if args.position is not None:
+        changes["position"] = args.position
+    if args.gated_ffn:
+        changes["gated_ffn"] = True
+    if args.no_bias:
+        changes["bias"] = False
     nets = {"encoder": dataclasses.replace(model.encoder, **changes)}
     if model.generator is not None:  # ELECTRA: the generator gets the same changes
         nets["generator"] = dataclasses.replace(model.generator, **changes)
@@ -73,6 +83,9 @@ def main() -> None:
         cfg = cfg.replace(objective=cfg.objective.replace(disc_weight=args.disc_weight))
     if args.clip is not None:
         cfg = cfg.replace(optimizer=cfg.optimizer.replace(clip_norm=args.clip))
+    if args.mask_rate is not None:
+        masking = cfg.objective.masking.replace(rate=args.mask_rate)
+        cfg = cfg.replace(objective=cfg.objective.replace(masking=masking))
     if args.all_mask:
         every = MaskingConfig(mask_fraction=1.0, random_fraction=0.0, keep_fraction=0.0)
         cfg = cfg.replace(objective=cfg.objective.replace(masking=every))

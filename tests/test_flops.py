@@ -66,6 +66,8 @@ CASES = {
     "electra-15": (_electra(), dict(kind="rtd", disc_positions="masked"), False),
     "electra-gdes": (_electra(embedding_sharing="gdes"), dict(kind="rtd"), False),
     "replace-mlm": (_electra(), dict(kind="rtd", variant="replace_mlm"), False),
+    "bert-modern-mlm": (ModelConfig(family="bert", head="mlm", encoder=tiny_encoder(
+        norm="pre", position="rope", gated_ffn=True, bias=False, first_attention_norm=False)), dict(kind="mlm"), False),
     "all-tokens-mlm": (_electra(embedding_sharing="none"), dict(kind="rtd", variant="all_tokens_mlm"), False),
 }
 

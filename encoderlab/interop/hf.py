@@ -83,6 +83,14 @@ def hf_config(cfg: ModelConfig) -> dict:
 
 def check_exportable(cfg: ModelConfig) -> None:
     e = cfg.encoder
+    modern = [f"{name}={getattr(e, name)!r}" for name, plain in
+              (("position", "absolute"), ("gated_ffn", False), ("bias", True), ("first_attention_norm", True))
+              if getattr(e, name) != plain]
+    if e.type_vocab_size == 0:
+        modern.append("type_vocab_size=0")
+    if modern:
+        raise ExportError(f"{', '.join(modern)}: BERT/ALBERT/ELECTRA in transformers have absolute positions, "
+                          "ungated feed-forward layers and biases; this model has no lossless equivalent there")
     if e.norm != "post":
         raise ExportError("pre-LN encoders have no transformers equivalent among BERT/ALBERT/ELECTRA")
     if cfg.family == "bert" and e.emb_size != e.hidden_size:

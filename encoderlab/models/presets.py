@@ -104,14 +104,19 @@ def count_encoder_parameters(cfg: EncoderConfig) -> int:
     equal to the number of parameters of encoderlab.nn.Encoder and of transformers' BertModel /
     AlbertModel / ElectraModel with the same configuration (tested)."""
     H, E, I, V = cfg.hidden_size, cfg.emb_size, cfg.intermediate_size, cfg.vocab_size
-    emb = (V + cfg.max_position_embeddings + cfg.type_vocab_size) * E + 2 * E
+    b = 1 if cfg.bias else 0  # biases of the layers' linears and of every LayerNorm
+    positions = cfg.max_position_embeddings if cfg.position == "absolute" else 0
+    emb = (V + positions + cfg.type_vocab_size) * E + (1 + b) * E
     if E != H:
         emb += E * H + H
-    attn = 3 * H * H + 3 * H + H * H + H + 2 * H
-    ffn = H * I + I + I * H + H + 2 * H
+    attn = 3 * H * H + b * 3 * H + H * H + b * H + (1 + b) * H
+    up = 2 * I if cfg.gated_ffn else I
+    ffn = H * up + b * up + I * H + b * H + (1 + b) * H
     total = emb + attn * cfg.num_attention_modules + ffn * cfg.num_ffn_modules
     if cfg.norm == "pre":
-        total += 2 * H
+        total += (1 + b) * H
+        if not cfg.first_attention_norm and cfg.num_attention_modules == cfg.num_layers:
+            total -= (1 + b) * H  # layer 0's own attention has no LayerNorm
     if cfg.pooler:
         total += H * H + H
     return total

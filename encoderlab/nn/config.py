@@ -9,6 +9,7 @@ from encoderlab.config import Config, ConfigError
 
 Activation = Literal["gelu", "gelu_new", "relu", "silu"]
 Sharing = Literal["none", "all", "attention", "ffn"]
+Position = Literal["absolute", "rope"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -38,6 +39,19 @@ class EncoderConfig(Config):
     pooler: bool = True
     pad_token_id: int = 0
     initializer_range: float = 0.02
+    # Modern options (ModernBERT, NeoBERT, GPT-BERT), all off by default so BERT/ALBERT/ELECTRA
+    # stay exactly themselves. position "rope": rotary embeddings on queries and keys (Su et al.),
+    # no position table; attention then depends only on relative offsets.
+    position: Position = "absolute"
+    rope_theta: float = 10000.0
+    # Gated feed-forward: up projects to 2 x intermediate_size, act(gate) * value (GeGLU with
+    # gelu, SwiGLU with silu), then down. Three H x I matrices instead of two.
+    gated_ffn: bool = False
+    # False: no biases in the attention and feed-forward linears nor in the LayerNorms (ModernBERT).
+    bias: bool = True
+    # Pre-LN only: False skips layer 0's attention LayerNorm, whose input is the embeddings' own
+    # LayerNorm output (ModernBERT does this; normalising twice adds nothing but parameters).
+    first_attention_norm: bool = True
 
     @property
     def emb_size(self) -> int:
@@ -49,9 +63,11 @@ class EncoderConfig(Config):
 
     def validate(self) -> None:
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-                     "max_position_embeddings", "type_vocab_size"):
+                     "max_position_embeddings"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.type_vocab_size < 0:  # 0: no token-type table (ModernBERT)
+            raise ConfigError(f"type_vocab_size must be >= 0, got {self.type_vocab_size}")
         if self.hidden_size % self.num_heads:
             raise ConfigError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"
@@ -62,6 +78,8 @@ class EncoderConfig(Config):
             raise ConfigError(
                 f"num_layers {self.num_layers} must be a multiple of num_groups {self.num_groups}"
             )
+        if self.position == "rope" and (self.head_dim % 2 or self.rope_theta <= 0):
+            raise ConfigError(f"position 'rope' needs an even head dim (got {self.head_dim}) and rope_theta > 0")
         if not 0 <= self.hidden_dropout < 1 or not 0 <= self.attention_dropout < 1:
             raise ConfigError("dropout rates must be in [0, 1)")
 

@@ -4,6 +4,9 @@ scaled_dot_product_attention with a fused QKV projection, feed-forward, and cros
 Shape letters: B batch, T sequence length, H hidden size, E embedding size, N heads, D head dim,
 I intermediate size, V vocabulary.
 
+Modern options (config fields, off by default): rotary position embeddings instead of a position
+table, gated feed-forward (GeGLU/SwiGLU), bias-free linears and norms, pre-LN.
+
 Sharing is done by execution order, not by copying: the encoder owns ``attention`` and ``ffn``
 lists of unique sublayers and layer i runs ``attention[cfg.attention_index(i)]`` then
 ``ffn[cfg.ffn_index(i)]``. ALBERT (sharing="all", one group) has one of each; BERT has L of each.
@@ -57,12 +60,39 @@ def init_weights(module: nn.Module, std: float) -> None:
     for m in module.modules():
         if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=std)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, std=std)
         elif isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
+class Rotary(nn.Module):
+    """Rotary position embeddings (RoFormer): rotating each pair of query/key dimensions by an angle
+    proportional to the position makes q_i . k_j depend on i - j only. The "rotate half" pairing
+    (dimension d with d + D/2), as transformers' ModernBERT and Llama use. No parameters."""
+
+    def __init__(self, head_dim: int, theta: float):
+        super().__init__()
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # (D/2,)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # not in checkpoints
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """position_ids (T,) or (B, T) -> cos, sin of shape (T, D) or (B, 1, T, D), in fp32."""
+        angles = position_ids.float()[..., None] * self.inv_freq  # (..., T, D/2)
+        angles = torch.cat((angles, angles), -1)  # (..., T, D)
+        if angles.dim() == 3:
+            angles = angles[:, None]  # (B, 1, T, D): broadcast over heads
+        return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (B, N, T, D) rotated by the angles whose cos/sin are given; computed in x's dtype."""
+    x1, x2 = x.chunk(2, -1)
+    return x * cos.to(x.dtype) + torch.cat((-x2, x1), -1) * sin.to(x.dtype)
 
 
 class Embeddings(nn.Module):
@@ -70,17 +100,20 @@ class Embeddings(nn.Module):
         super().__init__()
         E = cfg.emb_size
         self.word_embeddings = nn.Embedding(cfg.vocab_size, E)
-        self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, E)
+        # With rotary positions the position lives in attention, not in a table.
+        self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, E) if cfg.position == "absolute" else None
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, E) if cfg.type_vocab_size else None
-        self.layer_norm = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
+        self.layer_norm = nn.LayerNorm(E, eps=cfg.layer_norm_eps, bias=cfg.bias)
         self.dropout = Dropout(cfg.hidden_dropout)
         self.projection = nn.Linear(E, cfg.hidden_size) if E != cfg.hidden_size else None
 
     def forward(self, input_ids, token_type_ids=None, position_ids=None):
         B, T = input_ids.shape
-        if position_ids is None:
-            position_ids = torch.arange(T, device=input_ids.device)  # (T,) broadcast over B
-        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)  # (B, T, E)
+        x = self.word_embeddings(input_ids)  # (B, T, E)
+        if self.position_embeddings is not None:
+            if position_ids is None:
+                position_ids = torch.arange(T, device=input_ids.device)  # (T,) broadcast over B
+            x = x + self.position_embeddings(position_ids)
         if self.token_type_embeddings is not None:
             if token_type_ids is None:
                 # Row 0 only: cheaper than a lookup of zeros.
@@ -96,22 +129,30 @@ class Embeddings(nn.Module):
 class SelfAttention(nn.Module):
     """Multi-head self-attention sublayer with its residual and (pre or post) LayerNorm."""
 
-    def __init__(self, cfg: EncoderConfig):
+    def __init__(self, cfg: EncoderConfig, norm: bool = True):
+        """norm False: a pre-LN sublayer without its LayerNorm (layer 0 with first_attention_norm
+        off, when not shared: an unused norm would also trouble DistributedDataParallel)."""
         super().__init__()
         H = cfg.hidden_size
         self.num_heads = cfg.num_heads
-        self.qkv = nn.Linear(H, 3 * H)  # fused: one GEMM instead of three
-        self.out = nn.Linear(H, H)
-        self.layer_norm = nn.LayerNorm(H, eps=cfg.layer_norm_eps)
+        self.qkv = nn.Linear(H, 3 * H, bias=cfg.bias)  # fused: one GEMM instead of three
+        self.out = nn.Linear(H, H, bias=cfg.bias)
+        keep_norm = norm or cfg.norm == "post"
+        self.layer_norm = nn.LayerNorm(H, eps=cfg.layer_norm_eps, bias=cfg.bias) if keep_norm else None
         self.attention_dropout = cfg.attention_dropout
         self.dropout = Dropout(cfg.hidden_dropout)
         self.pre_norm = cfg.norm == "pre"
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, rotary=None, norm=True):
+        """x (B, T, H); mask: bool, broadcastable to (B, N, T, T), True where a key may be attended
+        to; rotary: (cos, sin) from Rotary, or None for absolute positions; norm False skips the
+        pre-LN (layer 0 with first_attention_norm off)."""
         B, T, H = x.shape
-        h = self.layer_norm(x) if self.pre_norm else x
+        h = self.layer_norm(x) if self.pre_norm and norm and self.layer_norm is not None else x
         qkv = self.qkv(h).view(B, T, 3, self.num_heads, H // self.num_heads)  # (B, T, 3, N, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D)
+        if rotary is not None:
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         p = self.attention_dropout if self.training else 0.0
         bf16_short = q.dtype == torch.bfloat16 and T <= EXPLICIT_BF16_MAX_LEN
         if x.device.type == "cpu" and (p > 0.0 or (bf16_short and explicit_bf16_attention())):
@@ -134,16 +175,24 @@ class SelfAttention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.up = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
-        self.down = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
+        self.gated = cfg.gated_ffn
+        up = cfg.intermediate_size * (2 if self.gated else 1)  # gated: activated half, then value half
+        self.up = nn.Linear(cfg.hidden_size, up, bias=cfg.bias)
+        self.down = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.bias)
         self.act = activation(cfg.hidden_act)
-        self.layer_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.layer_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=cfg.bias)
         self.dropout = Dropout(cfg.hidden_dropout)
         self.pre_norm = cfg.norm == "pre"
 
     def forward(self, x):
         h = self.layer_norm(x) if self.pre_norm else x
-        y = x + self.dropout(self.down(self.act(self.up(h))))  # (B, T, H)
+        u = self.up(h)  # (B, T, I) or (B, T, 2I)
+        if self.gated:
+            g, u = u.chunk(2, -1)  # as transformers' ModernBERT: act(first half) * second half
+            u = self.act(g) * u
+        else:
+            u = self.act(u)
+        y = x + self.dropout(self.down(u))  # (B, T, H)
         return y if self.pre_norm else self.layer_norm(y)
 
 
@@ -167,9 +216,14 @@ class Encoder(nn.Module):
         super().__init__()
         self.config = cfg
         self.embeddings = Embeddings(cfg)
-        self.attention = nn.ModuleList(SelfAttention(cfg) for _ in range(cfg.num_attention_modules))
+        # Layer 0's own attention module has no pre-LN when first_attention_norm is off.
+        bare_first = cfg.norm == "pre" and not cfg.first_attention_norm and cfg.num_attention_modules == cfg.num_layers
+        self.attention = nn.ModuleList(SelfAttention(cfg, norm=not (i == 0 and bare_first))
+                                       for i in range(cfg.num_attention_modules))
         self.ffn = nn.ModuleList(FeedForward(cfg) for _ in range(cfg.num_ffn_modules))
-        self.final_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
+        self.final_norm = (nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, bias=cfg.bias)
+                           if cfg.norm == "pre" else None)
+        self.rotary = Rotary(cfg.head_dim, cfg.rope_theta) if cfg.position == "rope" else None
         self.pooler = nn.Linear(cfg.hidden_size, cfg.hidden_size) if cfg.pooler else None
         self._order = [(cfg.attention_index(i), cfg.ffn_index(i)) for i in range(cfg.num_layers)]
         init_weights(self, cfg.initializer_range)
@@ -181,8 +235,14 @@ class Encoder(nn.Module):
             # Boolean (B, 1, 1, T): True where a key may be attended to. Padded queries still see
             # the real keys, so no row is all-False and SDPA never produces NaN.
             mask = attention_mask.bool()[:, None, None, :]
-        for a, f in self._order:
-            x = self.ffn[f](self.attention[a](x, mask))
+        rotary = None
+        if self.rotary is not None:
+            if position_ids is None:
+                position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
+            rotary = self.rotary(position_ids)
+        skip_first = self.config.norm == "pre" and not self.config.first_attention_norm
+        for i, (a, f) in enumerate(self._order):
+            x = self.ffn[f](self.attention[a](x, mask, rotary, norm=not (i == 0 and skip_first)))
         if self.final_norm is not None:
             x = self.final_norm(x)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H)
@@ -194,7 +254,10 @@ class Encoder(nn.Module):
         out = Encoder(cfg)
         out.embeddings.load_state_dict(self.embeddings.state_dict())
         for i, (a, f) in enumerate(self._order):
-            out.attention[i].load_state_dict(self.attention[a].state_dict())
+            state = self.attention[a].state_dict()
+            if out.attention[i].layer_norm is None:  # layer 0 never used the shared module's norm
+                state = {k: v for k, v in state.items() if not k.startswith("layer_norm.")}
+            out.attention[i].load_state_dict(state)
             out.ffn[i].load_state_dict(self.ffn[f].state_dict())
         if self.final_norm is not None:
             out.final_norm.load_state_dict(self.final_norm.state_dict())

@@ -23,6 +23,13 @@ class ModelSpec(Config):
     vocab_size: int | None = None
     max_position_embeddings: int | None = None  # None: the preset's (512)
     dropout: float | None = None  # None: the preset's
+    # Modern encoder options for both networks of a pair (None: the preset's; see nn/config.py):
+    # a "bert-modern" is bert-* with norm pre, position rope, gated_ffn, bias false.
+    norm: Literal["post", "pre"] | None = None
+    position: Literal["absolute", "rope"] | None = None
+    gated_ffn: bool | None = None
+    bias: bool | None = None
+    hidden_act: Literal["gelu", "gelu_new", "relu", "silu"] | None = None
 
     def validate(self) -> None:
         if self.preset is not None and self.config is not None:

@@ -29,7 +29,7 @@ def encoder_flops(cfg: EncoderConfig, B: int, T: int, *, pooler: bool | None = N
         2 * tokens * H * 3 * H  # fused QKV
         + 2 * 2 * B * T * T * H  # scores Q K^T and the weighted sum of V, over all heads
         + 2 * tokens * H * H  # attention output
-        + 2 * 2 * tokens * H * I  # FFN up and down
+        + (3 if cfg.gated_ffn else 2) * 2 * tokens * H * I  # FFN up (doubled when gated) and down
     )
     f += cfg.num_layers * per_layer  # shared layers still run num_layers times
     if cfg.pooler if pooler is None else pooler:
