@@ -44,6 +44,13 @@ def test_schedule_warmup_then_linear_or_cosine_decay():
     cos = OptimizerConfig(schedule="cosine", min_lr_ratio=0.1)
     assert lr_factor(cos, 50, 0.5) == pytest.approx(0.1 + 0.9 * 0.5)
     assert lr_factor(cos, 100, 1.0) == pytest.approx(0.1)
+    wsd = OptimizerConfig(schedule="wsd", warmup_steps=10, decay_fraction=0.2)
+    assert lr_factor(wsd, 4, 0.04) == pytest.approx(0.5)  # warm-up
+    assert lr_factor(wsd, 50, 0.5) == 1.0 and lr_factor(wsd, 79, 0.79) == 1.0  # stable until the last 20%
+    assert lr_factor(wsd, 90, 0.9) == pytest.approx(0.5)  # linear decay over the last 20%
+    assert lr_factor(wsd, 100, 1.0) == 0.0
+    with pytest.raises(ConfigError, match="decay_fraction"):
+        OptimizerConfig(schedule="wsd", decay_fraction=0.0)
 
 
 def test_no_weight_decay_on_biases_and_layer_norms():

@@ -44,10 +44,17 @@ class OptimizerConfig(Config):
     eps: float = 1e-6
     warmup_steps: int = 0
     # Decay over the budget's progress (steps, tokens, FLOPs or time, whichever is furthest along).
-    schedule: Literal["linear", "cosine", "constant"] = "linear"
+    # wsd: warm-up, stable at the peak, then a linear decay over the last decay_fraction of the
+    # budget (MiniCPM, ModernBERT): the stable phase's checkpoints can be decayed later at any point.
+    schedule: Literal["linear", "cosine", "constant", "wsd"] = "linear"
+    decay_fraction: float = 0.1  # wsd only
     min_lr_ratio: float = 0.0
     clip_norm: float = 1.0  # 0 disables clipping (the norm is still logged)
     implementation: Literal["foreach", "fused"] = "foreach"
+
+    def validate(self) -> None:
+        if not 0.0 < self.decay_fraction <= 1.0:
+            raise ConfigError(f"optimizer.decay_fraction must be in (0, 1], got {self.decay_fraction}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -28,7 +28,8 @@ def build_optimizer(model: nn.Module, cfg: OptimizerConfig) -> torch.optim.AdamW
 
 
 def lr_factor(cfg: OptimizerConfig, step: int, progress: float) -> float:
-    """BERT/ELECTRA's shape: decay over the whole budget from step 0, linear warm-up on top.
+    """BERT/ELECTRA's shape: decay over the whole budget from step 0 (wsd: over its last
+    decay_fraction only), linear warm-up on top.
 
     step: optimizer steps done; progress: the share of the budget used, in [0, 1].
     """
@@ -37,6 +38,8 @@ def lr_factor(cfg: OptimizerConfig, step: int, progress: float) -> float:
         decay = 1.0 - p
     elif cfg.schedule == "cosine":
         decay = 0.5 * (1.0 + math.cos(math.pi * p))
+    elif cfg.schedule == "wsd":
+        decay = min(1.0, (1.0 - p) / cfg.decay_fraction)
     else:
         decay = 1.0
     decay = cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * decay
