@@ -139,6 +139,10 @@ def main() -> None:
     ap.add_argument("--n-small", type=int, default=256, help="the same for the small model")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--unpad", action="store_true",
+                    help="also time unpadded execution (finetune.unpad) on the padded and the bucketed batches")
+    ap.add_argument("--tasks", default="sst2,rte")
+    ap.add_argument("--no-pll", action="store_true", help="skip the pseudo-log-likelihood rows")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     d = minilm_dir()
@@ -146,8 +150,9 @@ def main() -> None:
     minilm = load_model(d)
     tiny_cfg = preset("bert-tiny").with_head("mlm")
     models = {
-        "tiny (bert-tiny: L2 H128, random init)": (lambda: build_classifier(build_model(tiny_cfg), 2), args.n_tiny),
-        "small (MiniLM-L6-H384, imported)": (lambda: build_classifier(minilm, 2), args.n_small),
+        "tiny (bert-tiny: L2 H128, random init)":
+            (lambda unpad: build_classifier(build_model(tiny_cfg), 2, unpad=unpad), args.n_tiny),
+        "small (MiniLM-L6-H384, imported)": (lambda unpad: build_classifier(minilm, 2, unpad=unpad), args.n_small),
     }
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     name = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
@@ -155,7 +160,7 @@ def main() -> None:
           f"python {platform.python_version()}; load average before: {open('/proc/loadavg').read().split()[:3]}")
     print("| model | task (mean tokens) | setting | train ex/s | eval ex/s |")
     print("|---|---|---|---|---|")
-    for task in ("sst2", "rte"):
+    for task in args.tasks.split(","):
         data = load_task(get_task(task), DATA)
         for mname, (fn, n) in models.items():
             exs = data.train[:n]
@@ -163,17 +168,22 @@ def main() -> None:
             enc = tok.encode_inputs([e.text_a for e in exs], b, FinetuneConfig().max_length)
             mean = np.mean([len(e.ids) for e in enc])
             labels = [e.label for e in exs]
-            settings = (("fp32, padded to 128", True, False), ("fp32, dynamic + bucketed", False, False),
-                        ("bf16, dynamic + bucketed", False, True))
+            settings = [("fp32, padded to 128", True, False, False), ("fp32, dynamic + bucketed", False, False, False),
+                        ("bf16, dynamic + bucketed", False, True, False)]
+            if args.unpad:
+                settings += [("fp32, padded to 128, unpadded execution", True, False, True),
+                             ("fp32, dynamic + bucketed, unpadded execution", False, False, True)]
             rates = {s[0]: [] for s in settings}
             for _ in range(args.repeats):  # interleaved, so a burst of load hits every setting alike
-                for label, naive, bf16 in settings:
+                for label, naive, bf16, unpad in settings:
                     torch.manual_seed(0)
-                    rates[label].append(measure(fn(), enc, labels, naive=naive, bf16=bf16))
+                    rates[label].append(measure(fn(unpad), enc, labels, naive=naive, bf16=bf16))
             for label, rs in rates.items():
                 tr, ev = np.median([r[0] for r in rs]), np.median([r[1] for r in rs])
                 print(f"| {mname} | {task} ({n} ex, mean {mean:.0f} tokens) | {label} | {tr:.0f} | {ev:.0f} |",
                       flush=True)
+    if args.no_pll:
+        return
     print("\nPseudo-log-likelihood (bert-tiny MLM, 128 SST-2 dev sentences):\n")
     print("| method | speed |")
     print("|---|---|")

@@ -218,3 +218,18 @@ def test_finetune_real_rte_capped(shared_data, tmp_path):
     cfg = FinetuneConfig(epochs=1, max_train_examples=64, max_length=64)
     r = finetune(ckpt, "rte", cfg, seeds=1, data_dir=shared_data, log=lambda *a: None)
     assert r["num_train"] == 64 and r["num_eval"] == {"dev": 277} and 0 <= r["summary"]["acc"]["median"] <= 1
+
+
+def test_unpadded_finetuning_matches_padded(tmp_path):
+    """finetune.unpad runs the encoder on real tokens only: the same losses and scores as the padded
+    run, on unbucketed batches (where padding is most) and without dropout (whose random draws
+    follow the tensor's shape)."""
+    ckpt = tiny_checkpoint(tmp_path, "bert", "mlm")
+    spec = write_sentiment_task(tmp_path / "toy", n_train=64, n_dev=32)
+    runs = {}
+    for unpad in (False, True):
+        cfg = FinetuneConfig(learning_rate=1e-3, epochs=2, batch_size=16, precision="fp32", classifier_dropout=0.0,
+                             bucket=False, unpad=unpad)
+        runs[unpad] = finetune(ckpt, str(spec), cfg, seeds=1, log=lambda *a: None)["seeds"][0]
+    assert runs[True]["final_loss"] == pytest.approx(runs[False]["final_loss"], rel=1e-4, abs=1e-5)
+    assert runs[True]["scores"] == runs[False]["scores"]

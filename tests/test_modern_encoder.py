@@ -166,3 +166,47 @@ def test_modern_pretraining_learns_on_synthetic_data(tmp_path):
     assert losses[-1] < losses[0] - 0.5, losses
     enc = load_model(tmp_path / "checkpoints/step-000080").encoder.config
     assert (enc.position, enc.gated_ffn, enc.bias, enc.norm) == ("rope", True, False, "pre")
+
+
+# ---- unpadded execution and packed sequences -------------------------------------------------------
+@pytest.mark.parametrize("kw", [{}, MODERN, dict(sharing="all", num_groups=1, embedding_size=16)])
+def test_unpadded_equals_padded_outputs_and_gradients(kw):
+    torch.manual_seed(0)
+    padded = Encoder(tiny_encoder(**kw)).eval()
+    unpadded = Encoder(tiny_encoder(unpad=True, **kw)).eval()
+    unpadded.load_state_dict(padded.state_dict())
+    ids, mask = _ids(B=4, T=12)
+    mask[2, 3:] = 0
+    real = mask.bool()
+    outs = []
+    for enc in (padded, unpadded):
+        enc.zero_grad()
+        h = enc(ids, mask).hidden
+        (h[real] ** 2).sum().backward()
+        outs.append((h[real].detach(), [p.grad for p in enc.parameters() if p.grad is not None]))
+    torch.testing.assert_close(outs[0][0], outs[1][0], atol=1e-5, rtol=1e-5)
+    for g0, g1 in zip(outs[0][1], outs[1][1], strict=True):
+        torch.testing.assert_close(g0, g1, atol=1e-4, rtol=1e-4)
+
+
+def test_restarting_positions():
+    from encoderlab.nn.encoder import restarting_positions
+
+    seq = torch.tensor([[0, 0, 0, 1, 1, 2], [5, 5, 5, 5, 5, 5]])
+    assert restarting_positions(seq).tolist() == [[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 4, 5]]
+
+
+@pytest.mark.parametrize("kw", [{}, MODERN, dict(MODERN, unpad=True)])
+def test_packed_sequences_equal_separate_runs(kw):
+    """Two sequences packed in one row, with sequence_ids, give each sequence's own outputs: no
+    attention across them, positions restarting at each."""
+    torch.manual_seed(0)
+    enc = Encoder(tiny_encoder(**kw)).eval()
+    a, b = torch.randint(5, 99, (1, 7)), torch.randint(5, 99, (1, 5))
+    pad = torch.zeros(1, 3, dtype=torch.long)
+    packed = torch.cat([a, b, pad], 1)  # (1, 15): two sequences and padding
+    seq = torch.tensor([[0] * 7 + [1] * 5 + [2] * 3])
+    mask = torch.tensor([[1] * 12 + [0] * 3])
+    h = enc(packed, mask, sequence_ids=seq).hidden
+    torch.testing.assert_close(h[0, :7], enc(a).hidden[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(h[0, 7:12], enc(b).hidden[0], atol=1e-5, rtol=1e-5)

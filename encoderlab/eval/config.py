@@ -29,6 +29,9 @@ class FinetuneConfig(Config):
     grad_clip: float = 1.0
     precision: Precision = "auto"
     bucket: bool = True
+    # Run the encoder on real tokens only (EncoderConfig.unpad): the same results, less work on
+    # padding; most useful with bucket false (benchmarks/finetune_speed.py --unpad).
+    unpad: bool = False
     max_train_examples: int | None = None  # a fixed random subset (the same for every seed)
     max_eval_examples: int | None = None
     eval_batch_size: int = 128

@@ -101,7 +101,8 @@ def lr_factor(step: int, total: int, warmup_steps: int) -> float:
 
 
 # ---- models --------------------------------------------------------------------------------------
-def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.1) -> SequenceClassifier:
+def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.1,
+                     unpad: bool = False) -> SequenceClassifier:
     """A SequenceClassifier with the pretrained encoder's weights and a fresh head.
 
     Only the pooler may be absent from the pretrained encoder state (MLM-only checkpoints): it
@@ -112,6 +113,8 @@ def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.
                                classifier_dropout=dropout)
     if cfg.family != "electra" and not cfg.encoder.pooler:  # the pooler head needs one: fresh
         cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder, pooler=True))
+    if unpad:
+        cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder, unpad=True))
     clf = SequenceClassifier(cfg)
     # an ELECTRA pair with gdes sharing: each table is E_G + delta
     state = materialize_gdes(src.encoder.state_dict(), src.encoder.embeddings, "embeddings.")
@@ -193,7 +196,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     spec = data.spec
     torch.manual_seed(seed)
     device = resolve_device(cfg.device)
-    model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout).to(device)
+    model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout, cfg.unpad).to(device)
     precision = resolve_for_encoder(cfg.precision, device, model.encoder.config)
     train = _subset(data.train, cfg.max_train_examples)
     max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)

@@ -52,6 +52,11 @@ class EncoderConfig(Config):
     # Pre-LN only: False skips layer 0's attention LayerNorm, whose input is the embeddings' own
     # LayerNorm output (ModernBERT does this; normalising twice adds nothing but parameters).
     first_attention_norm: bool = True
+    # Execution only (the outputs are the padded run's): with padding in the batch, embeddings,
+    # linears and feed-forward layers run on the real tokens only, (N, H) instead of (B, T, H), and
+    # padding is restored around the attention products alone, as ModernBERT's unpadding does
+    # without a varlen kernel. Pays when batches mix lengths (fine-tuning without length buckets).
+    unpad: bool = False
 
     @property
     def emb_size(self) -> int:

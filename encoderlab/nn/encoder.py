@@ -143,13 +143,20 @@ class SelfAttention(nn.Module):
         self.dropout = Dropout(cfg.hidden_dropout)
         self.pre_norm = cfg.norm == "pre"
 
-    def forward(self, x, mask=None, rotary=None, norm=True):
-        """x (B, T, H); mask: bool, broadcastable to (B, N, T, T), True where a key may be attended
-        to; rotary: (cos, sin) from Rotary, or None for absolute positions; norm False skips the
-        pre-LN (layer 0 with first_attention_norm off)."""
-        B, T, H = x.shape
+    def forward(self, x, mask=None, rotary=None, norm=True, unpad=None):
+        """x (B, T, H), or (R, H) real tokens with unpad = (flat indices (R,), B, T); mask: bool,
+        broadcastable to (B, N, T, T), True where a key may be attended to; rotary: (cos, sin) from
+        Rotary, or None for absolute positions; norm False skips the pre-LN (layer 0 with
+        first_attention_norm off)."""
+        H = x.shape[-1]
         h = self.layer_norm(x) if self.pre_norm and norm and self.layer_norm is not None else x
-        qkv = self.qkv(h).view(B, T, 3, self.num_heads, H // self.num_heads)  # (B, T, 3, N, D)
+        qkv = self.qkv(h)  # (B, T, 3H) or (R, 3H)
+        if unpad is not None:  # padding back for the attention products only
+            idx, B, T = unpad
+            qkv = qkv.new_zeros(B * T, 3 * H).index_copy(0, idx, qkv)  # (B*T, 3H)
+        else:
+            B, T = x.shape[:2]
+        qkv = qkv.view(B, T, 3, self.num_heads, H // self.num_heads)  # (B, T, 3, N, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
@@ -168,6 +175,8 @@ class SelfAttention(nn.Module):
         else:
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, N, T, D)
         a = a.transpose(1, 2).reshape(B, T, H)
+        if unpad is not None:
+            a = a.reshape(B * T, H).index_select(0, unpad[0])  # (R, H)
         y = x + self.dropout(self.out(a))
         return y if self.pre_norm else self.layer_norm(y)
 
@@ -205,6 +214,15 @@ def _all_real_on_cpu(attention_mask: torch.Tensor) -> bool:
     return bool(attention_mask.all())
 
 
+def restarting_positions(sequence_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) sequence ids of packed rows -> (B, T) positions counted from each sequence's start."""
+    T = sequence_ids.shape[1]
+    at = torch.arange(T, device=sequence_ids.device).expand_as(sequence_ids)  # (B, T)
+    starts = torch.ones_like(sequence_ids, dtype=torch.bool)
+    starts[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+    return at - torch.where(starts, at, 0).cummax(1).values
+
+
 @dataclass
 class EncoderOutput:
     hidden: torch.Tensor  # (B, T, H) last layer
@@ -228,23 +246,40 @@ class Encoder(nn.Module):
         self._order = [(cfg.attention_index(i), cfg.ffn_index(i)) for i in range(cfg.num_layers)]
         init_weights(self, cfg.initializer_range)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None) -> EncoderOutput:
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
+                sequence_ids=None) -> EncoderOutput:
+        """sequence_ids (B, T): several sequences packed in a row; a token attends only to tokens of
+        its own sequence, and positions restart at each (unless position_ids are given)."""
+        B, T = input_ids.shape
+        if sequence_ids is not None and position_ids is None:
+            position_ids = restarting_positions(sequence_ids)  # (B, T)
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
         mask = None
         if attention_mask is not None and not _all_real_on_cpu(attention_mask):
             # Boolean (B, 1, 1, T): True where a key may be attended to. Padded queries still see
             # the real keys, so no row is all-False and SDPA never produces NaN.
             mask = attention_mask.bool()[:, None, None, :]
+        if sequence_ids is not None:  # block-diagonal: (B, 1, T, T); the diagonal is never empty
+            same = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]
+            mask = same if mask is None else same & mask
         rotary = None
         if self.rotary is not None:
             if position_ids is None:
-                position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
+                position_ids = torch.arange(T, device=input_ids.device)  # (T,)
             rotary = self.rotary(position_ids)
+        unpad = None
+        if self.config.unpad and attention_mask is not None and (mask is not None or sequence_ids is not None):
+            idx = attention_mask.reshape(-1).nonzero().squeeze(1)  # (R,) real tokens of the flat batch
+            if idx.numel() < B * T:
+                unpad = (idx, B, T)
+                x = x.reshape(B * T, -1).index_select(0, idx)  # (R, H)
         skip_first = self.config.norm == "pre" and not self.config.first_attention_norm
         for i, (a, f) in enumerate(self._order):
-            x = self.ffn[f](self.attention[a](x, mask, rotary, norm=not (i == 0 and skip_first)))
+            x = self.ffn[f](self.attention[a](x, mask, rotary, norm=not (i == 0 and skip_first), unpad=unpad))
         if self.final_norm is not None:
             x = self.final_norm(x)
+        if unpad is not None:  # padded positions come back as zeros
+            x = x.new_zeros(B * T, x.shape[-1]).index_copy(0, unpad[0], x).view(B, T, -1)  # (B, T, H)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H)
         return EncoderOutput(hidden=x, pooled=pooled)
 
