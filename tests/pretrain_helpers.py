@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from encoderlab.data.masking import MaskingConfig
 from encoderlab.models.config import ModelConfig
 from encoderlab.models.presets import generator_config
 from encoderlab.objectives import ObjectiveConfig
@@ -27,6 +28,8 @@ def objective_cases(two_stage_steps: int) -> dict[str, tuple]:
     """name -> (model factory, objective fields, sentence pairs?): every family and ablation once."""
     return {
         "bert-nsp": (lambda: tiny_model("bert"), dict(kind="mlm"), True),
+        "bert-proposal": (lambda: tiny_model("bert", head="mlm"),
+                          dict(kind="mlm", masking=MaskingConfig(scheme="proposal")), False),
         "albert-sop": (lambda: tiny_model("albert"), dict(kind="mlm", sentence_loss=True), True),
         "electra": (lambda: tiny_model("electra"), dict(kind="rtd"), False),
         "electra-gdes": (lambda: tiny_model("electra", embedding_sharing="gdes"), dict(kind="rtd"), False),

@@ -65,7 +65,7 @@ def test_no_weight_decay_on_biases_and_layer_norms():
 
 
 CASES = {k: v for k, v in objective_cases(two_stage_steps=8).items()
-         if k in ("bert-nsp", "electra-gdes", "replace-mlm", "two-stage")}
+         if k in ("bert-nsp", "bert-proposal", "electra-gdes", "replace-mlm", "two-stage")}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

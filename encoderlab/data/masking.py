@@ -6,7 +6,15 @@ Schemes (which positions are chosen, about ``rate`` of the maskable tokens of ea
 - ``whole_word``  each word independently with probability ``rate``, all its pieces together;
 - ``span``        SpanBERT: spans of whole words, length ~ Geometric(span_p) truncated to span_max
                   (renormalized), random start words, until the budget round(rate * n) is met;
-- ``ngram``       ALBERT: n-grams of whole words, P(n) proportional to 1/n for n <= ngram_max.
+- ``ngram``       ALBERT: n-grams of whole words, P(n) proportional to 1/n for n <= ngram_max;
+- ``proposal``    each token independently with its own probability pi_i from a mask proposal
+                  (Chen et al. 2020, "Variance-reduced language pretraining via a mask proposal
+                  network"): pi = rate * (u + (1 - u) * n * q) with q the proposal's scores
+                  normalised over the sequence's n maskable tokens and u = ``proposal_uniform``
+                  (clipped to 1), so the expected count stays ~``rate * n``. The caller (the MLM
+                  objective, encoderlab/objectives/proposal.py) gives the scores and weighs each
+                  chosen token's loss by 1 / pi_i, which keeps the loss an unbiased estimate of
+                  the uniform-masking loss; u > 0 bounds the weights by 1 / (rate * u).
 
 Each chosen token then becomes [MASK] / a random token / itself with probabilities
 ``mask_fraction / random_fraction / keep_fraction`` (BERT 0.8/0.1/0.1; ELECTRA 0.85/0.0/0.15, see
@@ -37,10 +45,11 @@ class MaskingConfig(Config):
     mask_fraction: float = 0.8
     random_fraction: float = 0.1
     keep_fraction: float = 0.1
-    scheme: Literal["token", "whole_word", "span", "ngram"] = "token"
+    scheme: Literal["token", "whole_word", "span", "ngram", "proposal"] = "token"
     span_p: float = 0.2
     span_max: int = 10
     ngram_max: int = 3
+    proposal_uniform: float = 0.5  # proposal scheme: the uniform share of the inclusion probabilities
 
     def validate(self) -> None:
         if not 0.0 < self.rate < 1.0:
@@ -50,6 +59,9 @@ class MaskingConfig(Config):
             raise ConfigError(f"mask/random/keep fractions must be >= 0 and sum to 1, got {fractions}")
         if not 0.0 < self.span_p <= 1.0 or self.span_max < 1 or self.ngram_max < 1:
             raise ConfigError("need 0 < span_p <= 1, span_max >= 1, ngram_max >= 1")
+        if not 0.0 < self.proposal_uniform <= 1.0:
+            raise ConfigError(f"proposal_uniform must be in (0, 1] (0 would allow unbounded weights), "
+                              f"got {self.proposal_uniform}")
 
     @classmethod
     def electra(cls, **changes) -> MaskingConfig:
@@ -71,19 +83,25 @@ def mask_tokens(
     generator: torch.Generator,
     *,
     special_mask: torch.Tensor | None = None,
+    inclusion: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(masked input_ids (B, T), labels (B, T)); ``special_mask`` (B, T) bool adds unmaskable positions."""
+    """(masked input_ids (B, T), labels (B, T)); ``special_mask`` (B, T) bool adds unmaskable
+    positions; ``inclusion`` (B, T): the proposal scheme's probabilities (see proposal_inclusion)."""
     device = input_ids.device
-    maskable = ~torch.isin(input_ids, torch.tensor(list(special_ids), device=device))  # (B, T)
-    if special_mask is not None:
-        maskable &= ~special_mask.to(device)
-    if cfg.scheme == "token" or word_start is None:
+    maskable = maskable_positions(input_ids, special_ids, special_mask)  # (B, T)
+    if cfg.scheme == "proposal":
+        if inclusion is None:
+            raise ValueError("masking scheme 'proposal' needs inclusion probabilities (from a mask proposal)")
+        starts = maskable
+    elif cfg.scheme == "token" or word_start is None:
         starts = maskable
     else:
         prev = torch.nn.functional.pad(maskable[:, :-1], (1, 0), value=False)
         starts = maskable & (word_start.to(device) | ~prev)
 
-    if cfg.scheme in ("token", "whole_word"):
+    if cfg.scheme == "proposal":
+        chosen = (_rand(input_ids.shape, generator, device) < inclusion.to(device)) & maskable
+    elif cfg.scheme in ("token", "whole_word"):
         u = _rand(input_ids.shape, generator, device)  # (B, T): one draw per unit, read at its start
         chosen = _spread(u < cfg.rate, starts, maskable)
     else:
@@ -104,6 +122,26 @@ def mask_tokens(
     masked = torch.where(to_random, random_ids, masked)
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
     return masked, labels
+
+
+def maskable_positions(input_ids: torch.Tensor, special_ids: Sequence[int],
+                       special_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, T) bool: positions that may be chosen (not special tokens nor padding)."""
+    maskable = ~torch.isin(input_ids, torch.tensor(list(special_ids), device=input_ids.device))
+    if special_mask is not None:
+        maskable &= ~special_mask.to(input_ids.device)
+    return maskable
+
+
+def proposal_inclusion(scores: torch.Tensor, maskable: torch.Tensor, cfg: MaskingConfig) -> torch.Tensor:
+    """(B, T) inclusion probabilities pi from (B, T) non-negative scores: a mix of the uniform rate
+    and the scores' share of each sequence's budget rate * n; 0 where nothing may be chosen."""
+    s = scores.float().clamp(min=0) * maskable  # (B, T)
+    n = maskable.sum(1, keepdim=True).clamp(min=1)  # (B, 1)
+    share = s / s.sum(1, keepdim=True).clamp(min=1e-12)  # (B, T), sums to 1 (or 0) per row
+    u = cfg.proposal_uniform
+    pi = cfg.rate * (u + (1 - u) * n * share)
+    return torch.where(maskable, pi.clamp(max=1.0), torch.zeros_like(pi))
 
 
 def _rand(shape, generator: torch.Generator, device) -> torch.Tensor:

@@ -59,6 +59,9 @@ class ObjectiveConfig(Config):
             raise ConfigError("two_stage_generator_steps must be >= 0")
         if self.kind == "mlm" and self.variant != "electra":
             raise ConfigError(f"variant {self.variant!r} is an RTD ablation: set kind: rtd")
+        if self.kind == "rtd" and self.masking.scheme == "proposal":
+            raise ConfigError("masking scheme 'proposal' is an MLM objective's (kind: mlm); ELECTRA's generator "
+                              "already chooses its replacements")
 
     def rtd_stage(self, step: int) -> str:
         """What trains at ``step``: joint, generator (alone) or discriminator (generator frozen)."""
@@ -100,14 +103,16 @@ class Masked:
 
 
 def mask_batch(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, vocab_size: int,
-               generator: torch.Generator) -> Masked:
+               generator: torch.Generator, inclusion: torch.Tensor | None = None) -> Masked:
     """Mask a batch with encoderlab.data.masking and return the flat masked positions (the sparse
-    MLM head computes logits there only). Special tokens and padding are never chosen."""
+    MLM head computes logits there only). Special tokens and padding are never chosen.
+    ``inclusion``: the proposal scheme's (B, T) probabilities."""
     if cfg.mask_token_id is None or cfg.special_token_ids is None:
         raise ConfigError("objective.mask_token_id / special_token_ids are not set (no tokenizer to take them from)")
     ids = batch["input_ids"]
     masked, labels = data_masking.mask_tokens(
-        ids, batch.get("word_start"), cfg.special_token_ids, vocab_size, cfg.mask_token_id, cfg.masking, generator)
+        ids, batch.get("word_start"), cfg.special_token_ids, vocab_size, cfg.mask_token_id, cfg.masking, generator,
+        inclusion=inclusion)
     positions = (labels.view(-1) != -100).nonzero().squeeze(1)  # (M,)
     return Masked(input_ids=masked, positions=positions, targets=ids.view(-1).index_select(0, positions))
 

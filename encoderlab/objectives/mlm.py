@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from encoderlab.data.masking import maskable_positions, proposal_inclusion
 from encoderlab.objectives.base import (
     ObjectiveConfig,
     ObjectiveOutput,
@@ -16,6 +17,7 @@ from encoderlab.objectives.base import (
     mask_batch,
     mean_metric,
 )
+from encoderlab.objectives.proposal import MaskProposal
 
 
 def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -27,10 +29,20 @@ def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor,
 
 
 class MLMObjective:
-    """BERT's pretraining loss on a MaskedLM: MLM at the masked positions (sparse head) [+ NSP/SOP]."""
+    """BERT's pretraining loss on a MaskedLM: MLM at the masked positions (sparse head) [+ NSP/SOP];
+    with masking scheme "proposal", positions come from a mask proposal and the MLM loss is the
+    importance-weighted estimate (objectives/proposal.py)."""
 
     def __init__(self, cfg: ObjectiveConfig):
         self.cfg = cfg
+        self.proposal = MaskProposal() if cfg.masking.scheme == "proposal" else None
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return self.proposal.state_tensors() if self.proposal is not None else {}
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor], device) -> None:
+        if self.proposal is not None:
+            self.proposal.load_state_tensors(tensors, device)
 
     def on_step_start(self, model, step: int) -> None:
         pass
@@ -39,10 +51,24 @@ class MLMObjective:
                  step: int = 0) -> ObjectiveOutput:
         ids, am, tt = batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
         vocab = model.encoder.config.vocab_size
-        m = mask_batch(batch, self.cfg, vocab, generator)
+        inclusion = None
+        if self.proposal is not None:
+            maskable = maskable_positions(ids, self.cfg.special_token_ids)  # (B, T)
+            inclusion = proposal_inclusion(self.proposal.scores(ids, vocab), maskable, self.cfg.masking)
+        m = mask_batch(batch, self.cfg, vocab, generator, inclusion)
         out = model(m.input_ids, am, tt, positions=m.positions)
         loss, logp = mlm_loss(out.logits, m.targets)  # logits (M, V)
         metrics = {"mlm_loss": mean_metric(loss), "mlm_accuracy": accuracy_sums(logp, m.targets)}
+        if inclusion is not None:
+            # Horvitz-Thompson: sum over masked of loss / pi, over the maskable count: in expectation
+            # the mean loss over all maskable tokens, which is what uniform masking estimates.
+            token_loss = -logp.gather(1, m.targets[:, None]).squeeze(1)  # (M,)
+            pi = inclusion.reshape(-1).index_select(0, m.positions)  # (M,)
+            loss = (token_loss / pi).sum() / maskable.sum().clamp(min=1)
+            metrics["mlm_loss_weighted"] = mean_metric(loss)
+            metrics["proposal_error"] = mean_metric(self.proposal.update(ids, m.positions, token_loss))
+            metrics["proposal_max_weight"] = mean_metric((self.cfg.masking.rate / pi).max() if pi.numel()
+                                                         else torch.zeros(()))
         if self.cfg.sentence_loss and out.sentence_logits is not None and "sentence_label" in batch:
             name = model.config.sentence_objective  # nsp | sop
             labels = batch["sentence_label"]

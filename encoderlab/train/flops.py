@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from encoderlab.models.config import ModelConfig
 from encoderlab.nn.config import EncoderConfig
+from encoderlab.objectives.proposal import WIDTH as PROPOSAL_WIDTH
 
 
 def encoder_flops(cfg: EncoderConfig, B: int, T: int, *, pooler: bool | None = None) -> int:
@@ -84,6 +85,9 @@ def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | N
         # The pooler runs whenever the encoder has one, but only a sentence loss trains it.
         trained = fwd - (0 if sentence and objective.sentence_loss and sentence_labels else _pooler(enc, B) + (
             2 * B * enc.hidden_size * 2 if sentence else 0))
+        if objective.masking.scheme == "proposal":  # the mask proposal: scoring, then its regression
+            p = 2 * B * T * (3 * PROPOSAL_WIDTH**2 + PROPOSAL_WIDTH)  # conv over 3 neighbours + read-out
+            return StepFlops(forward=fwd + 2 * p, backward=2 * trained + 2 * p)
         return StepFlops(forward=fwd, backward=2 * trained)
     g, d = model.generator, model.encoder
     gen = encoder_flops(g, B, T) + mlm_head_flops(g, M)
