@@ -1,11 +1,14 @@
-"""CLI: ``encoderlab finetune``, ``encoderlab eval {glue,pppl,minimal-pairs,prompt}``, ``fill``, ``detect``.
+"""CLI: ``encoderlab finetune``, ``encoderlab eval {glue,pppl,minimal-pairs,prompt,robustness}``, ``fill``,
+``detect``.
 
 Settings are ``key=value`` overrides of the command's config, as for ``pretrain`` and ``study``:
 FinetuneConfig (finetune, eval glue), PromptConfig (eval prompt), ScoringConfig (eval pppl,
-minimal-pairs); all in encoderlab/eval/config.py. E.g.
+minimal-pairs), all in encoderlab/eval/config.py; eval robustness takes FinetuneConfig's keys and
+RobustnessConfig's (encoderlab/eval/robustness.py), each key going to the config that has it. E.g.
 ``encoderlab finetune --model CKPT --task sst2 epochs=3 learning_rate=1e-4``. The flags of earlier
 versions (``--lr``, ``--epochs``, ``--precision``, ``--set KEY=VALUE`` ...) stay as aliases; a
-``key=value`` given as well wins. Parsing only; the work is in encoderlab.eval.{finetune,intrinsic,prompting}.
+``key=value`` given as well wins. Parsing only; the work is in encoderlab.eval.{finetune,intrinsic,prompting,
+robustness}.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def register(sub) -> None:
     _finetune_args(p)
     p.set_defaults(func=_finetune)
 
-    ev = sub.add_parser("eval", help="evaluation suites: glue, pppl, minimal-pairs, prompt")
+    ev = sub.add_parser("eval", help="evaluation suites: glue, pppl, minimal-pairs, prompt, robustness")
     evs = ev.add_subparsers(dest="suite", metavar="SUITE", required=True)
     g = evs.add_parser("glue", help="fine-tune and score a set of tasks; print a GLUE-style table")
     _model_args(g)
@@ -73,6 +76,17 @@ def register(sub) -> None:
     pr.add_argument("overrides", nargs="*", metavar="key=value",
                     help=OVERRIDES_HELP.format("PromptConfig", "steps=50 verbalizer=[bad,good]"))
     pr.set_defaults(func=_prompt)
+
+    rb = evs.add_parser("robustness", help="fine-tune, then accuracy on synonym-substituted and negated copies "
+                                           "of the eval split (clean, perturbed, drop)",
+                        description="key=value settings: FinetuneConfig's keys and RobustnessConfig's (kinds, "
+                                    "perturb_seed, synonym_rate, max_substitutions, negation, split, samples); "
+                                    "see encoderlab/eval/robustness.py")
+    _model_args(rb)
+    rb.add_argument("--task", required=True, help="a classification task: built-in (sst2, rte, mnli have negation "
+                                                  "constructions) or a task spec .yaml")
+    _finetune_args(rb)
+    rb.set_defaults(func=_robustness)
 
     f = sub.add_parser("fill", help="top-k fillers for each [MASK] (MLM checkpoints)")
     f.add_argument("text")
@@ -196,6 +210,24 @@ def _glue(args) -> int:
         t["model"] = str(args.model)
     print(glue_table(r))
     _write(r, args.out, "glue", "-".join(r["tasks"]))
+    return 0
+
+
+def _robustness(args) -> int:
+    from encoderlab.eval.config import FinetuneConfig
+    from encoderlab.eval.robustness import RobustnessConfig, evaluate_robustness, robustness_table, split_overrides
+
+    tune, probe = split_overrides([*args.set, *args.overrides])  # a bad key fails before the model is loaded
+    args.set, args.overrides = [], tune
+    cfg = _config(FinetuneConfig, args)
+    rcfg = RobustnessConfig().with_overrides(probe)
+    get_task(args.task)
+    model, _ = _setup(args)
+    r = evaluate_robustness(model, args.task, cfg, rcfg, args.seeds, data_dir=args.data_dir,
+                            tokenizer_dir=args.tokenizer or args.model)
+    r = dataclasses.replace(r, model=str(args.model))
+    print(robustness_table(r))
+    _write(r.to_dict(), args.out, "robustness", r.task)
     return 0
 
 

@@ -139,7 +139,7 @@ def _encode(tok: Tokenizer, examples: list[Example], max_length: int) -> list[En
     return tok.encode_inputs(a, b, max_length)
 
 
-def _subset(xs: list, n: int | None, seed: int = 0) -> list:
+def subset(xs: list, n: int | None, seed: int = 0) -> list:
     if n is None or n >= len(xs):
         return xs
     idx = np.sort(np.random.default_rng(seed).choice(len(xs), n, replace=False))
@@ -174,7 +174,7 @@ def eval_scores(data: TaskData, cfg: FinetuneConfig, logits_of) -> dict[str, flo
     prefix when there are several; logits_of(examples) gives their (N, C) logits."""
     scores = {}
     for split, exs in data.evals.items():
-        exs = _subset(exs, cfg.max_eval_examples)
+        exs = subset(exs, cfg.max_eval_examples)
         s = scores_of(data.spec, logits_of(exs), exs)
         scores.update(s if len(data.evals) == 1 else {f"{split}_{k}": v for k, v in s.items()})
     return scores
@@ -198,7 +198,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     device = resolve_device(cfg.device)
     model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout, cfg.unpad).to(device)
     precision = resolve_for_encoder(cfg.precision, device, model.encoder.config)
-    train = _subset(data.train, cfg.max_train_examples)
+    train = subset(data.train, cfg.max_train_examples)
     max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)
     enc = _encode(tok, train, max_length)
     labels = torch.tensor([e.label for e in train], dtype=torch.float32 if spec.kind == "regression" else torch.long)
@@ -243,7 +243,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     t1 = time.perf_counter()
     scores = eval_scores(data, cfg, lambda exs: predict(model, _encode(tok, exs, max_length), tok.pad_id,
                                                         cfg.eval_batch_size, precision.precision, cfg.bucket))
-    eval_n = sum(len(_subset(exs, cfg.max_eval_examples)) for exs in data.evals.values())
+    eval_n = sum(len(subset(exs, cfg.max_eval_examples)) for exs in data.evals.values())
     eval_time = time.perf_counter() - t1
     result = {
         "seed": seed, "scores": scores, "score": M.task_score(scores), "steps": total, "learning_rate": lr,
