@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "encoderlab.data.cli",
     "encoderlab.train.cli",
     "encoderlab.eval.cli",
+    "encoderlab.generate.cli",
     "encoderlab.study.cli",
 ]
 
