@@ -244,9 +244,30 @@ def _scores_higher(num: int, title: str, v: V, roles: dict[str, str | None], bet
     return c
 
 
+def mask_proposal(v: V, r: ClaimRoles) -> Claim:
+    """Chen et al.'s answer to "MLM is too easy": harder masking instead of a discriminator. Holds when
+    the proposal MLM scores at least ELECTRA's (a difference within seed noise counts as matching),
+    does not hold when it scores below by more than the noise."""
+    roles = {"bert-proposal": r.bert_proposal, "electra": r.electra, "bert": r.bert}
+    c = Claim(11, "MLM with a mask proposal matches or beats ELECTRA at equal FLOPs", "not run",
+              compared=list(roles.values()), note="matching = within seed noise")
+    have = _scored(v, roles)
+    if {"bert-proposal", "electra"} <= set(have):
+        cmp, d = compare(have["bert-proposal"], have["electra"])
+        c.numbers = {k: s["median"] for k, s in have.items()} | {"bert-proposal - electra": d}
+        c.verdict = _verdict(cmp != "<")
+    return c
+
+
+def modern_encoder(v: V, r: ClaimRoles) -> Claim:
+    return _scores_higher(14, "Modern encoder options (pre-LN, rotary positions, GeGLU, no biases) beat the 2018 "
+                          "BERT design at equal FLOPs", v, {"bert-modern": r.bert_modern, "bert": r.bert},
+                          "bert-modern", "bert")
+
+
 CLAIMS: list[Callable[[V, ClaimRoles], Claim]] = [
     size, latency, training_speed, albert_quality, electra_beats_bert, generator_size, all_tokens,
-    generator_is_weaker_mlm, embedding_sharing, sentence_objectives]
+    generator_is_weaker_mlm, embedding_sharing, sentence_objectives, mask_proposal, modern_encoder]
 
 
 def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | None = None) -> list[Claim]:

@@ -86,6 +86,10 @@ class ClaimRoles(Config):
     # Claim 10: sentence objectives (the bert role has none).
     nsp: str | None = "bert-nsp"
     sop: str | None = "bert-sop"
+    # Claim 11: BERT with mask-proposal masking (masking.scheme: proposal), against electra and bert.
+    bert_proposal: str | None = "bert-proposal"
+    # Claim 14: bert with the modern options (pre-LN, rotary positions, GeGLU, no biases).
+    bert_modern: str | None = "bert-modern"
 
 
 # The flat keys of studies written before ``base``: where each now lives.
