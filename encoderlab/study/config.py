@@ -17,6 +17,8 @@ from typing import Any
 
 from encoderlab.config import Config, ConfigError, ConfigNote, renamed_bf16
 from encoderlab.eval.config import FinetuneConfig
+from encoderlab.eval.robustness import RobustnessConfig
+from encoderlab.generate.config import GenerationConfig
 from encoderlab.objectives.base import ObjectiveConfig
 from encoderlab.train.config import DataConfig, ModelSpec, OptimizerConfig, PretrainConfig, TrainerConfig
 
@@ -137,6 +139,14 @@ class StudyConfig(Config):
     # words swapped), "off" to skip.
     minimal_pairs: str | None = None
     latency: bool = True
+    # Claim 12: a generation task (encoderlab generate: WikiExtractor files give title-from-first-
+    # paragraph pairs, or a pairs file / split directory); None skips the generation probe.
+    generation_task: str | None = None
+    generation: GenerationConfig = dataclasses.field(default_factory=GenerationConfig)
+    # Claim 13: a classification task for the robustness probe (e.g. sst2; fine-tuned with `finetune`
+    # and perturbed as `robustness` says); None skips it.
+    robustness_task: str | None = None
+    robustness: RobustnessConfig = dataclasses.field(default_factory=RobustnessConfig)
     # Pretrainings run at once, each its own process with `threads` torch threads (None: the
     # cores this process may use // pretrain_jobs; with one job, torch's default). On a CPU, two
     # one-thread runs get more done than one run on two threads; the speed comparison is measured

@@ -16,6 +16,7 @@ from pathlib import Path
 from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.plan import FinetuneUnit, finetune_units, plan, recipe_fingerprint
+from encoderlab.study.probes import run_probes
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import StudyResults, VariantResult
 from encoderlab.study.stages import Stages, fingerprint
@@ -50,6 +51,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                            variants={v.name: run_variant(cfg, v, recipes[v.name], data, stages, progress)
                                      for v in cfg.variants})
     side_by_side(cfg, recipes, results.variants, stages, progress)
+    run_probes(cfg, recipes, results.variants, data, stages, progress)
     progress.stage("writing the report")
     report = write_report(cfg, results, out)
     progress.stage(f"done: {out / 'report.md'}")

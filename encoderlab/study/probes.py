@@ -1,0 +1,79 @@
+"""The study's two probes beyond fine-tuning, on the final checkpoints of the variants whose roles
+the claims name:
+
+- generation (claim 12): the bert role's MLM, the electra role's generator and its discriminator
+  (given a fresh MLM head) each fine-tuned UniLM-style on a generation task (encoderlab/generate),
+  ``seeds`` seeds each; scores are token F1 / ROUGE-L / exact match on the task's test split
+  (dev when it has none), greedy decoding;
+- robustness (claim 13): the bert and electra roles fine-tuned on a classification task and scored on
+  perturbed copies of its eval split (encoderlab/eval/robustness.py).
+
+Each result is a stage (stages.json), fingerprinted by the variant's recipe and the probe's settings,
+and lands in the variant's ``measure`` under "generation" / "robustness" where the claims read it.
+A probe is off while its task is unset (StudyConfig.generation_task / robustness_task).
+"""
+
+from __future__ import annotations
+
+from encoderlab.study.config import StudyConfig
+from encoderlab.study.plan import recipe_fingerprint
+from encoderlab.study.progress import Progress
+from encoderlab.study.results import VariantResult
+from encoderlab.study.stages import Stages, fingerprint
+from encoderlab.train.config import PretrainConfig
+
+
+def run_probes(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants: dict[str, VariantResult],
+               data: dict, stages: Stages, progress: Progress) -> None:
+    roles = cfg.roles
+    if cfg.generation_task:
+        for name, network in ((roles.bert, "mlm"), (roles.electra, "generator"), (roles.electra, "discriminator")):
+            if name in variants:
+                _probe(cfg, "generation", name, network, recipes[name], variants[name], data, stages, progress)
+    if cfg.robustness_task:
+        for name in (roles.bert, roles.electra):
+            if name in variants:
+                _probe(cfg, "robustness", name, None, recipes[name], variants[name], data, stages, progress)
+
+
+def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: PretrainConfig,
+           res: VariantResult, data: dict, stages: Stages, progress: Progress) -> None:
+    ck = res.checkpoints[max(cfg.eval_fractions)].path
+    settings = (cfg.generation.to_dict(), cfg.generation_task) if kind == "generation" else (
+        cfg.finetune.to_dict(), cfg.robustness.to_dict(), cfg.robustness_task, cfg.glue_dir)
+    key = f"{kind}:{name}" + (f":{network}" if network else "")
+    fp = fingerprint(recipe_fingerprint(recipe), ck, settings, cfg.seeds)
+    got = stages.get(key, fp)
+    if got is None:
+        progress.stage(f"{kind} probe: {name}" + (f" ({network})" if network else "") + f", {cfg.seeds} seeds")
+        got = _generation(cfg, ck, network, data) if kind == "generation" else _robustness(cfg, ck, data)
+        stages.put(key, fp, got)
+    probe = dict(res.measure.get(kind, {}))
+    if network:
+        probe[network] = got
+    else:
+        probe = got
+    res.measure = {**res.measure, kind: probe}
+
+
+def _generation(cfg: StudyConfig, ck: str, network: str, data: dict) -> dict:
+    from encoderlab.generate.train import run_generation
+
+    r = run_generation(ck, cfg.generation_task, cfg.generation, cfg.seeds, network=network,
+                       tokenizer_dir=data["tokenizer"], log=lambda *a: None)
+    split = "test" if any(k.startswith("test/") for k in r.summary) else "dev"
+    return {"split": split, "summary": {k.split("/", 2)[2]: s for k, s in r.summary.items()
+                                        if k.startswith(f"{split}/greedy/")},
+            "fresh_head": r.fresh_head, "precision": r.precision, "task": r.task.get("name")}
+
+
+def _robustness(cfg: StudyConfig, ck: str, data: dict) -> dict:
+    from encoderlab.eval.robustness import evaluate_robustness
+    from encoderlab.study.config import TaskRef
+    from encoderlab.study.measure import task_spec
+
+    spec, data_dir = task_spec(TaskRef(name=cfg.robustness_task), data)  # "demo" too, as the study's tasks
+    r = evaluate_robustness(ck, spec, cfg.finetune, cfg.robustness, cfg.seeds,
+                            data_dir=data_dir, tokenizer_dir=data["tokenizer"], log=lambda *a: None)
+    return {"task": r.task, "precision": r.precision,
+            "kinds": {kind: {"n_perturbed": k.n_perturbed, **k.summary} for kind, k in r.kinds.items()}}
