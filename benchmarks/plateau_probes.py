@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--gated-ffn", action="store_true", help="GeGLU feed-forward (with the preset's gelu)")
     ap.add_argument("--no-bias", action="store_true", help="no biases in the layers' linears and norms")
     ap.add_argument("--mask-rate", type=float, default=None, help="share of tokens chosen for MLM (0.15)")
+    ap.add_argument("--layers", type=int, default=None, help="layers of every network (the preset's: 2)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(args.work)
@@ -70,6 +71,8 @@ def main() -> None:
         changes["hidden_dropout"] = changes["attention_dropout"] = args.dropout
     if args.position is not None:
         changes["position"] = args.position
+    if args.layers is not None:
+        changes["num_layers"] = args.layers
     if args.gated_ffn:
         changes["gated_ffn"] = True
     if args.no_bias:

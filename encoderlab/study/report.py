@@ -11,7 +11,7 @@ import json
 import platform
 from pathlib import Path
 
-from encoderlab.study.claims import evaluate_claims, left_plateau, plateau_accuracy, steady_train
+from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import StudyConfig
 from encoderlab.study.plan import per_family_settings
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
@@ -274,10 +274,11 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     for name, r in V.items():
         lat = r.measure.get("latency_ms", {})
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
-    lines += ["", "## Claims", ""]
+    lines += ["", "## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
     for c in claims:
         lines.append(f"### {c.claim}. {c.title}")
-        lines.append(f"**Verdict: {c.verdict}**" + (f" — {c.note}" if c.note else ""))
+        rule = " (by the seed-noise rule)" if c.verdict in ("holds", "does not hold", "inconclusive") else ""
+        lines.append(f"**Verdict: {c.verdict}**{rule}" + (f" — {c.note}" if c.note else ""))
         if c.plateau:
             lines.append(f"*Not yet evidence about the families: {', '.join(c.plateau)} had not left the unigram "
                          "plateau at this budget, so the scores compared come from encoders that learned little from "
