@@ -339,6 +339,15 @@ def test_short_sequence_warm_up_reaches_every_variant(tmp_path):
         assert r.data.short_seq_steps == r.optimizer.warmup_steps > 1
         steps.add(r.data.short_seq_steps)
     assert len(steps) == 2  # ELECTRA's steps cost more: fewer of them, a smaller warm-up in steps
+    # The base's family-wide model options reach every variant, unless a variant sets its own.
+    fam = StudyConfig.from_dict({**BASE, "base": {**base, "model": {"position": "rope", "dropout": 0.0}},
+                                 "short_seq_fraction": 0.25, "budget_flops": 5e11,
+                                 "variants": [*BASE["variants"], ELECTRA,
+                                              {**ELECTRA, "name": "abs", "model": {"preset": "electra-tiny",
+                                                                                   "position": "absolute"}}]})
+    got = {v.name: variant_recipe(fam, v, data, tmp_path / f"f-{v.name}").model for v in fam.variants}
+    assert got["bert"].position == got["electra"].position == "rope" and got["abs"].position == "absolute"
+    assert all(m.dropout == 0.0 and m.preset for m in got.values())
     short = {**BASE["base"], "data": {**BASE["base"]["data"], "short_seq_len": 16}}
     bad = ({"base": short}, {"short_seq_fraction": 0.5}, {"base": short, "short_seq_fraction": 1.0})
     for b in bad:

@@ -16,7 +16,7 @@ from encoderlab.config import ConfigError
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
 from encoderlab.study.results import Checkpoint, FinetuneKey
 from encoderlab.study.stages import fingerprint
-from encoderlab.train.config import InitConfig, PretrainConfig
+from encoderlab.train.config import InitConfig, ModelSpec, PretrainConfig
 
 
 def plan(cfg: StudyConfig, data: dict, out: Path) -> dict[str, PretrainConfig]:
@@ -30,12 +30,13 @@ def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) 
     from encoderlab.train.init import resolve_model
 
     base = cfg.base
-    model_cfg = resolve_model(v.model, InitConfig(), TokenStore(data["store"]).vocab_size)
+    model = family_model(base.model, v.model)
+    model_cfg = resolve_model(model, InitConfig(), TokenStore(data["store"]).vocab_size)
     steps = steps_for_budget(model_cfg, v.objective, base.data.batch_size, base.data.seq_len, cfg.budget_flops)
     every = max(1, round(min(cfg.eval_fractions) * steps))
     try:
         recipe = base.replace(
-            model=v.model, objective=v.objective,
+            model=model, objective=v.objective,
             optimizer=base.optimizer.replace(warmup_steps=max(1, round(cfg.warmup_fraction * steps))),
             # Steps are counted at full length; the short ones cost a little less, so the warm-up's
             # share of the budget is slightly below short_seq_fraction, for every variant alike.
@@ -48,6 +49,18 @@ def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) 
         return recipe.with_overrides(list(v.overrides)) if v.overrides else recipe
     except ConfigError as e:
         raise ConfigError(f"variant {v.name!r}: {e}") from None
+
+
+# The model fields a study's base may set for every variant (the recipe family's architecture-wide
+# options); a variant that sets one itself keeps its own.
+FAMILY_MODEL_FIELDS = ("dropout", "max_position_embeddings", "norm", "position", "gated_ffn", "bias", "hidden_act")
+
+
+def family_model(base: ModelSpec, variant: ModelSpec) -> ModelSpec:
+    """The variant's model with the base's family-wide options filled in where it leaves them unset."""
+    given = {f: getattr(base, f) for f in FAMILY_MODEL_FIELDS
+             if getattr(base, f) is not None and getattr(variant, f) is None}
+    return variant.replace(**given) if given else variant
 
 
 def recipe_fingerprint(recipe: PretrainConfig) -> str:
