@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
+
+
+def check_device_name(name) -> str | None:
+    """The reason ``name`` is not a device setting (auto, cpu, cuda, cuda:N), or None when it is one:
+    what config validation reports before anything runs."""
+    if isinstance(name, str) and (name in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", name)):
+        return None
+    return f"device must be auto, cpu, cuda or cuda:N, got {name!r}"
 
 
 def resolve_device(name: str) -> torch.device:

@@ -401,7 +401,7 @@ def test_task_bad_input_names_file_and_line(tmp_path):
     with pytest.raises(TaskDataError, match=r"p.jsonl:2: empty target"):
         load_task(jl)
     jl.write_text('{"source": "a", "target": "b"}\n{"source": "a"\n')
-    with pytest.raises(TaskDataError, match=r"p.jsonl:2: not valid JSON"):
+    with pytest.raises(TaskDataError, match=r"p.jsonl:2: invalid JSON"):
         load_task(jl)
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "train.tsv").write_text("source\ttarget\na\tb\n")

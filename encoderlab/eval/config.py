@@ -4,10 +4,10 @@ minimal pairs). Each is what ``key=value`` overrides on ``encoderlab finetune`` 
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Literal
 
 from encoderlab.config import Config, ConfigError, renamed_bf16
+from encoderlab.device import check_device_name
 
 Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 where it is faster (encoderlab/precision.py)
 
@@ -39,9 +39,8 @@ class FinetuneConfig(Config):
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
 
     def validate(self) -> None:
-        if not isinstance(self.device, str) or not (self.device in ("auto", "cpu", "cuda")
-                                                     or re.fullmatch(r"cuda:\d+", self.device)):
-            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if (why := check_device_name(self.device)) is not None:
+            raise ConfigError(why)
         if not 0 < self.layer_decay <= 1:
             raise ConfigError(f"layer_decay must be in (0, 1], got {self.layer_decay}")
         if not 0 <= self.warmup < 1:

@@ -7,10 +7,10 @@ model (``generation.yaml``) and every result, so decoding later uses the lengths
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Literal
 
 from encoderlab.config import Config, ConfigError
+from encoderlab.device import check_device_name
 
 Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 where it is faster (encoderlab/precision.py)
 # Which network of a checkpoint becomes the generator. auto: the MLM of a BERT/ALBERT checkpoint, or
@@ -48,9 +48,8 @@ class GenerationConfig(Config):
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
 
     def validate(self) -> None:
-        if not isinstance(self.device, str) or not (self.device in ("auto", "cpu", "cuda")
-                                                     or re.fullmatch(r"cuda:\d+", self.device)):
-            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if (why := check_device_name(self.device)) is not None:
+            raise ConfigError(why)
         if not 0 < self.mask_prob <= 1:
             raise ConfigError(f"mask_prob must be in (0, 1], got {self.mask_prob}")
         if not 0 <= self.label_smoothing < 1:

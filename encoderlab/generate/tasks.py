@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from encoderlab.eval.tasks import TaskDataError
+from encoderlab.eval.tasks import TaskDataError, decoded_lines, iter_jsonl
 
 SPLITS = ("train", "dev", "test")
 _DOC = re.compile(r'<doc\s+(?P<attrs>[^>]*)>\s*$')
@@ -153,8 +152,8 @@ def read_pairs(f: Path) -> list[Pair]:
     if suffix not in (".tsv", ".jsonl", ".json"):
         raise TaskDataError(f"{f}: pairs are read from .tsv or .jsonl files, not {suffix or 'no suffix'!r}")
     rows = []
-    lines = _lines(f)
     if suffix == ".tsv":
+        lines = _lines(f)
         header = next(lines, "").lstrip("\ufeff").split("\t")
         missing = [c for c in ("source", "target") if c not in header]
         if missing:
@@ -170,14 +169,8 @@ def read_pairs(f: Path) -> list[Pair]:
             row_id = cells[id_col] if id_col is not None else cells[col["source"]]
             rows.append(_pair(f, lineno, cells[col["source"]], cells[col["target"]], row_id))
         return rows
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise TaskDataError(f"{f}:{lineno}: not valid JSON ({e.msg})") from None
-        if not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) for k in ("source", "target")):
+    for lineno, obj in iter_jsonl(f):
+        if not all(isinstance(obj.get(k), str) for k in ("source", "target")):
             raise TaskDataError(f"{f}:{lineno}: expected an object with string fields 'source' and 'target'")
         rows.append(_pair(f, lineno, obj["source"], obj["target"], str(obj.get("id", obj["source"]))))
     return rows
@@ -213,12 +206,7 @@ def _limited(splits: dict[str, list[Pair]], limits: dict[str, int]) -> dict[str,
 
 def _lines(f: Path):
     """Lines without their newline; bytes that are not UTF-8 are an error naming the line."""
-    with open(f, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                raise TaskDataError(f"{f}:{lineno}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    return (line.rstrip("\r\n") for line in decoded_lines(f))
 
 
 def _first_line(f: Path) -> str:

@@ -297,7 +297,8 @@ def robustness(v: V, r: ClaimRoles) -> Claim:
 
 def modern_encoder(v: V, r: ClaimRoles) -> Claim:
     c = _scores_higher(14, "Modern encoder options (pre-LN, rotary positions, GeGLU, no biases) beat the BERT "
-                       "design at equal FLOPs", v, {"bert-modern": r.bert_modern, "bert": r.bert}, "bert-modern", "bert")
+                       "design at equal FLOPs", v, {"bert-modern": r.bert_modern, "bert": r.bert},
+                       "bert-modern", "bert")
     if r.bert in v and r.bert_modern in v:  # what actually differs: a study may give bert some options too
         a, b = v[r.bert_modern].spec.get("model", {}), v[r.bert].spec.get("model", {})
         diff = {k: a.get(k) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
