@@ -36,4 +36,10 @@ stamp "training step, batch 256 x 128, bf16"
 $PY benchmarks/train_step.py --device cuda --models electra-small,bert-small,albert-base,bert-base \
     --dtypes bf16 --seconds 3 --rounds 2 --batch 256 --no-memory --json "$OUT/train_step_b256.json" 2>&1 | tail -7
 
+if [ "${STUDY:-0}" = 1 ]; then  # issue 18's GPU profile: hours, not minutes; only when asked
+    stamp "GPU study docs/studies/gpu-small/study.yaml"
+    $PY -m encoderlab study docs/studies/gpu-small/study.yaml out_dir="$OUT/gpu-small" > "$OUT/gpu_small.log" 2>&1
+    tail -40 "$OUT/gpu_small.log"
+    cp "$OUT/gpu-small/report.md" "$OUT/gpu-small/report.json" "$OUT/" 2>/dev/null
+fi
 stamp "done"
