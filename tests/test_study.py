@@ -87,13 +87,18 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     probes = {"generation_task": str(pairs), "robustness_task": "demo",
               "generation": {"epochs": 1, "max_target_length": 4, "beam_size": 1, "precision": "fp32"},
               "robustness": {"kinds": ["synonym"], "negation": "off"}}
-    report, probed = _run(tmp_path, variants=[*BASE["variants"], ELECTRA], **probes)
+    report, probed = _run(tmp_path, variants=[*BASE["variants"], ELECTRA], minimal_pairs=None, **probes)
     assert not any("pretrain" in ln or "fine-tune" in ln for ln in probed)
     assert sum("generation probe" in ln for ln in probed) == 3 and sum("robustness probe" in ln for ln in probed) == 2
     claims = {c["claim"]: c for c in report["claims"]}
     assert claims[12]["verdict"] != "not run" and set(claims[12]["numbers"]) == {
         "bert F1", "generator F1", "discriminator F1"}
     assert claims[13]["verdict"] != "not run" and "electra drop" in claims[13]["numbers"]
+    # ... and, with minimal pairs on, the zero-shot suite scores every evaluated checkpoint
+    zs = StudyResults.from_json(report).variants["electra"].measure["zeroshot"]
+    assert set(zs) == {"0.5", "1"} and zs["0.5"]["flops"] < zs["1"]["flops"]
+    assert {"generator", "discriminator"} <= set(zs["1"]["minimal_pairs"])
+    assert (out / "zeroshot_vs_flops.png").exists() and "zeroshot_vs_flops.png" in (out / "report.md").read_text()
 
     before = sorted(p.name for p in (out / "runs" / "bert" / "checkpoints").iterdir())
     with pytest.raises(ConfigError, match=r"'bert'.*max_flops: 2000000000.0 -> 4000000000.0"):

@@ -91,6 +91,38 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     plt.close(fig)
     files.append("loss_vs_flops.png")
 
+    # Zero-shot learning curves at every evaluated checkpoint: held-out MLM accuracy against the
+    # unigram and bigram baselines, and minimal pairs (PLL; an ELECTRA discriminator dashed).
+    if any("zeroshot" in r.measure for r in V.values()):
+        fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+        for name, r in V.items():
+            ev = [e for e in r.curve["eval"] if "eval_mlm_accuracy" in e or "eval_gen_accuracy" in e]
+            if ev and r.objective().get("variant") != "all_tokens_mlm":
+                ax[0].plot([e["flops"] for e in ev], [e.get("eval_mlm_accuracy", e.get("eval_gen_accuracy"))
+                                                      for e in ev], label=name, **style[name])
+            zs = sorted(r.measure.get("zeroshot", {}).values(), key=lambda z: z["flops"])
+            for net, ls in (("mlm", "-"), ("generator", "-"), ("discriminator", "--")):
+                pts = [(z["flops"], z["minimal_pairs"][net]["accuracy"]) for z in zs if net in z["minimal_pairs"]]
+                if pts:
+                    ax[1].plot(*zip(*pts), linestyle=ls, label=name + (" (disc.)" if net == "discriminator" else ""),
+                               **style[name])
+        for level, what in ((results.mlm_baselines or {}).get("unigram"), "unigram"), \
+                           ((results.mlm_baselines or {}).get("bigram"), "bigram"):
+            if level is not None:
+                ax[0].axhline(level, color="grey", linestyle=":", linewidth=1)
+                ax[0].annotate(what, (0.01, level), xycoords=("axes fraction", "data"), fontsize=7, color="grey")
+        ax[1].axhline(0.5, color="grey", linestyle=":", linewidth=1)
+        ax[0].set(ylabel="held-out MLM accuracy (ELECTRA: generator)", title="Held-out MLM accuracy")
+        ax[1].set(ylabel="accuracy (a tie counts as wrong)", title="Minimal pairs at every checkpoint")
+        for a in ax:
+            _flops_axis(a)
+            if a.lines:
+                a.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "zeroshot_vs_flops.png", dpi=110)
+        plt.close(fig)
+        files.append("zeroshot_vs_flops.png")
+
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for name, r in V.items():
         pts = {}

@@ -195,7 +195,29 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig, data: 
         stages.put(key, mfp, m)
     progress.advance(1, cached=cached)
     res.measure = m
+    if cfg.minimal_pairs != "off":
+        res.measure = {**m, "zeroshot": zeroshot_curve(cfg, v, res, data, stages, fp, progress)}
     return res
+
+
+def zeroshot_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: dict, stages: Stages, fp: str,
+                   progress: Progress) -> dict:
+    """Minimal pairs at every evaluated checkpoint (held-out MLM accuracy and discriminator AUC are
+    already in the pretraining's eval records), so the report draws learning curves against FLOPs as
+    the BabyLM pipeline does. {fraction: {"flops", "step", "minimal_pairs"}}; one stage each."""
+    from encoderlab.checkpoint import load_model
+    from encoderlab.study import measure
+
+    out = {}
+    for frac, ck in sorted(res.checkpoints.items()):
+        key, cfp = f"zeroshot:{v.name}@{frac:g}", fingerprint(fp, ck.path, cfg.minimal_pairs)
+        got = stages.get(key, cfp)
+        if got is None:
+            progress.stage(f"zero-shot {v.name} at {frac:g} of the budget: minimal pairs")
+            got = measure.minimal_pairs(load_model(ck.path).eval(), cfg, data, ck.path)
+            stages.put(key, cfp, got)
+        out[f"{frac:g}"] = {"flops": ck.flops, "step": ck.step, "minimal_pairs": got}
+    return out
 
 
 def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants: dict[str, VariantResult],
