@@ -210,3 +210,11 @@ def test_packed_sequences_equal_separate_runs(kw):
     h = enc(packed, mask, sequence_ids=seq).hidden
     torch.testing.assert_close(h[0, :7], enc(a).hidden[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(h[0, 7:12], enc(b).hidden[0], atol=1e-5, rtol=1e-5)
+
+
+def test_a_query_by_key_mask_equals_the_padding_mask_it_spells_out():
+    torch.manual_seed(0)
+    enc = Encoder(tiny_encoder(**MODERN)).eval()
+    ids, mask = _ids()
+    visible = mask.bool()[:, None, :].expand(-1, ids.shape[1], -1)  # (B, T, T): every query sees the real keys
+    torch.testing.assert_close(enc(ids, visible).hidden, enc(ids, mask).hidden)

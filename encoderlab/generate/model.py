@@ -60,20 +60,11 @@ def position_ids_of(attention_mask: torch.Tensor) -> torch.Tensor:
 def hidden_states(encoder: nn.Module, input_ids: torch.Tensor, segment_ids: torch.Tensor,
                   attention_mask: torch.Tensor) -> torch.Tensor:
     """The encoder's last hidden states (B, T, H) under the seq2seq mask."""
-    mask = seq2seq_mask(segment_ids, attention_mask)  # (B, 1, T, T)
-    positions = position_ids_of(attention_mask)  # (B, T)
+    visible = seq2seq_mask(segment_ids, attention_mask)[:, 0]  # (B, T, T)
     types = encoder.embeddings.token_type_embeddings
     # Segments go through the token-type table as in UniLM, where the model has two types or more.
     type_ids = segment_ids if types is not None and types.num_embeddings > TARGET else None
-    x = encoder.embeddings(input_ids, type_ids, positions)  # (B, T, H)
-    rotary = getattr(encoder, "rotary", None)  # rotary positions (an encoder option), else None
-    angles = rotary(positions) if rotary is not None else None
-    for a, f in encoder._order:
-        x = encoder.attention[a](x, mask, angles) if angles is not None else encoder.attention[a](x, mask)
-        x = encoder.ffn[f](x)
-    if encoder.final_norm is not None:
-        x = encoder.final_norm(x)
-    return x
+    return encoder(input_ids, visible, type_ids, position_ids_of(attention_mask)).hidden
 
 
 # ---- the MLM a checkpoint gives ------------------------------------------------------------------

@@ -248,14 +248,18 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None,
                 sequence_ids=None) -> EncoderOutput:
-        """sequence_ids (B, T): several sequences packed in a row; a token attends only to tokens of
-        its own sequence, and positions restart at each (unless position_ids are given)."""
+        """attention_mask: (B, T) 1 at real tokens, or (B, T, T) bool, which keys each query may see
+        (UniLM's seq2seq mask; every row must see one key at least). sequence_ids (B, T): several
+        sequences packed in a row; a token attends only to tokens of its own sequence, and positions
+        restart at each (unless position_ids are given)."""
         B, T = input_ids.shape
         if sequence_ids is not None and position_ids is None:
             position_ids = restarting_positions(sequence_ids)  # (B, T)
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
         mask = None
-        if attention_mask is not None and not _all_real_on_cpu(attention_mask):
+        if attention_mask is not None and attention_mask.dim() == 3:
+            mask, attention_mask = attention_mask.bool()[:, None], None  # (B, 1, T, T); nothing to unpad
+        elif attention_mask is not None and not _all_real_on_cpu(attention_mask):
             # Boolean (B, 1, 1, T): True where a key may be attended to. Padded queries still see
             # the real keys, so no row is all-False and SDPA never produces NaN.
             mask = attention_mask.bool()[:, None, None, :]
