@@ -309,7 +309,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     lines += ["", "## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
     for c in claims:
         lines.append(f"### {c.claim}. {c.title}")
-        rule = " (by the seed-noise rule)" if c.verdict in ("holds", "does not hold", "inconclusive") else ""
+        rule = " (by the seed-noise rule)" if c.compared and c.verdict != "not run" else ""  # quality claims
         lines.append(f"**Verdict: {c.verdict}**{rule}" + (f" — {c.note}" if c.note else ""))
         if c.plateau:
             lines.append(f"*Not yet evidence about the families: {', '.join(c.plateau)} had not left the unigram "
