@@ -86,10 +86,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
         _flops_axis(a)
         if a.lines:
             a.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "loss_vs_flops.png", dpi=110)
-    plt.close(fig)
-    files.append("loss_vs_flops.png")
+    files.append(_save(plt, fig, out, "loss_vs_flops.png"))
 
     # Zero-shot learning curves at every evaluated checkpoint: held-out MLM accuracy against the
     # unigram and bigram baselines, and minimal pairs (PLL; an ELECTRA discriminator dashed).
@@ -118,10 +115,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
             _flops_axis(a)
             if a.lines:
                 a.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "zeroshot_vs_flops.png", dpi=110)
-        plt.close(fig)
-        files.append("zeroshot_vs_flops.png")
+        files.append(_save(plt, fig, out, "zeroshot_vs_flops.png"))
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for name, r in V.items():
@@ -139,10 +133,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     _flops_axis(ax)
     if ax.lines:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "score_vs_flops.png", dpi=110)
-    plt.close(fig)
-    files.append("score_vs_flops.png")
+    files.append(_save(plt, fig, out, "score_vs_flops.png"))
 
     names = list(V)
     fig, ax = plt.subplots(1, 3, figsize=(13, 4))
@@ -167,11 +158,15 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     for a in ax:
         # Anchor each rotated label's end at its tick, or long names sit under the neighbouring bar.
         plt.setp(a.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor", fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "speed_memory.png", dpi=110)
-    plt.close(fig)
-    files.append("speed_memory.png")
+    files.append(_save(plt, fig, out, "speed_memory.png"))
     return files
+
+
+def _save(plt, fig, out: Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
 
 
 def _fmt(x) -> str:
