@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 from encoderlab.config import Config, ConfigError, ConfigNote, renamed_bf16
 from encoderlab.eval.config import FinetuneConfig
@@ -118,6 +118,10 @@ class StudyConfig(Config):
     tokenizer: str | None = None  # an existing tokenizer dir; None: train one on the corpus
     vocab_size: int = 8000
     max_documents: int | None = None  # cap the corpus (quick runs)
+    # How plain-text corpus files split into documents (data.corpus.CorpusConfig): a file of one
+    # paragraph per line and no blank lines (People's Daily) needs "line", or it is one document
+    # and the held-out split gets none of it.
+    doc_split: Literal["blank_line", "line", "file"] = "blank_line"
     base: PretrainConfig = dataclasses.field(default_factory=default_base)
     budget_flops: float = 1e14
     # Warm-up of the learning rate and the short-sequence phase (base.data.short_seq_len), as

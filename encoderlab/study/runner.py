@@ -69,7 +69,8 @@ def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress
         return {"store": cfg.store, "tokenizer": str(store.tokenizer_dir), "demo_task": None,
                 "tokens": store.num_tokens}
     seed = cfg.base.trainer.seed
-    key_fp = fingerprint(cfg.corpus, cfg.tokenizer, cfg.vocab_size, cfg.max_documents, seed)
+    key_fp = fingerprint(cfg.corpus, cfg.tokenizer, cfg.vocab_size, cfg.max_documents, seed,
+                         *([cfg.doc_split] if cfg.doc_split != "blank_line" else []))  # older stages stay valid
     done = stages.get("data", key_fp)
     if done:
         return done
@@ -82,7 +83,7 @@ def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress
         info = build(data_dir / "demo")
         corpus, demo_task = [str(data_dir / "demo" / "corpus.txt")], str(data_dir / "demo" / "task")
         progress.stage(f"data: {info['passages']} passages, {info['words']} words; task labels {info['labels']}")
-    ccfg = CorpusConfig(paths=tuple(corpus))
+    ccfg = CorpusConfig(paths=tuple(corpus), doc_split=cfg.doc_split)
     tok_dir = cfg.tokenizer
     if tok_dir is None:
         from encoderlab.data.corpus import Corpus
