@@ -82,10 +82,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     ax[0].set(ylabel="held-out MLM loss (ELECTRA: generator)", title="Held-out MLM loss")
     if has_disc:
         ax[1].set(ylabel="discriminator ROC AUC", title="ELECTRA discriminators")
-    for a in ax:
-        _flops_axis(a)
-        if a.lines:
-            a.legend(fontsize=7)
+    _flops_axes(ax)
     files.append(_save(plt, fig, out, "loss_vs_flops.png"))
 
     # Zero-shot learning curves at every evaluated checkpoint: held-out MLM accuracy against the
@@ -111,10 +108,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
         ax[1].axhline(0.5, color="grey", linestyle=":", linewidth=1)
         ax[0].set(ylabel="held-out MLM accuracy (ELECTRA: generator)", title="Held-out MLM accuracy")
         ax[1].set(ylabel="accuracy (a tie counts as wrong)", title="Minimal pairs at every checkpoint")
-        for a in ax:
-            _flops_axis(a)
-            if a.lines:
-                a.legend(fontsize=7)
+        _flops_axes(ax)
         files.append(_save(plt, fig, out, "zeroshot_vs_flops.png"))
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -130,9 +124,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
             line = ax.plot(xs, med, label=name, **style[name])[0]
             ax.fill_between(xs, lo, hi, alpha=0.15, color=line.get_color())
     ax.set(ylabel="downstream score (median; band: min-max over seeds)", title="Downstream score against compute")
-    _flops_axis(ax)
-    if ax.lines:
-        ax.legend(fontsize=7)
+    _flops_axes([ax])
     files.append(_save(plt, fig, out, "score_vs_flops.png"))
 
     names = list(V)
@@ -160,6 +152,14 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
         plt.setp(a.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor", fontsize=7)
     files.append(_save(plt, fig, out, "speed_memory.png"))
     return files
+
+
+def _flops_axes(axes) -> None:
+    """FLOPs on the x axis of each, and a legend where something was drawn."""
+    for a in axes:
+        _flops_axis(a)
+        if a.lines:
+            a.legend(fontsize=7)
 
 
 def _save(plt, fig, out: Path, name: str) -> str:
