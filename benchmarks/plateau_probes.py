@@ -51,6 +51,8 @@ def main() -> None:
     ap.add_argument("--no-bias", action="store_true", help="no biases in the layers' linears and norms")
     ap.add_argument("--mask-rate", type=float, default=None, help="share of tokens chosen for MLM (0.15)")
     ap.add_argument("--layers", type=int, default=None, help="layers of every network (the preset's: 2)")
+    ap.add_argument("--generator-layers", type=int, default=None,
+                    help="ELECTRA: the generator's layers alone (after --layers), e.g. a shallower generator")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(args.work)
@@ -80,6 +82,10 @@ def main() -> None:
     nets = {"encoder": dataclasses.replace(model.encoder, **changes)}
     if model.generator is not None:  # ELECTRA: the generator gets the same changes
         nets["generator"] = dataclasses.replace(model.generator, **changes)
+    if args.generator_layers is not None:
+        if model.generator is None:
+            ap.error("--generator-layers needs --model electra-tiny")
+        nets["generator"] = dataclasses.replace(nets["generator"], num_layers=args.generator_layers)
     model = dataclasses.replace(model, **nets)
     cfg = cfg.replace(model=ModelSpec(config=model))
     if args.disc_weight is not None:
