@@ -437,6 +437,25 @@ def test_progress_heartbeat_speaks_while_a_stage_runs(tmp_path):
     assert len(quiet) == 1
 
 
+def test_eta_counts_work_under_way(tmp_path, monkeypatch):
+    """Two long jobs half done and none finished: the ETA extrapolates from the half done, not
+    from nothing (no ETA) or from the finished units alone (which overstated it 2-3x)."""
+    from encoderlab.study import progress as prog
+    from encoderlab.study.progress import pretraining_share
+
+    clock = iter([0.0, 100.0, 100.0, 100.0])
+    monkeypatch.setattr(prog.time, "perf_counter", lambda: next(clock))
+    p = Progress(40, lambda _: None, heartbeat_s=None)
+    assert p.eta() == "  100s elapsed"  # nothing done, nothing under way
+    p.partial = lambda: 10.0  # two pretrainings of 10 units each, half done
+    assert p.eta() == "  100s elapsed, ~300s left"
+    p.partial = lambda: 1 / 0  # a failing reader never stops the study
+    assert p.eta() == "  100s elapsed"
+    assert pretraining_share(tmp_path) == 0.0
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"split": "train", "progress": 1.02}) + "\n")
+    assert pretraining_share(tmp_path) == 1.0
+
+
 def test_pretraining_status_reads_the_last_train_record(tmp_path):
     from encoderlab.study.progress import pretraining_status
 

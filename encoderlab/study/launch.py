@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from encoderlab.config import ConfigError
-from encoderlab.study.progress import Progress, pretraining_status, tail_lines
+from encoderlab.study.progress import Progress, pretraining_share, pretraining_status, tail_lines
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import PretrainConfig
 
@@ -50,6 +50,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
 
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     progress.detail = lambda: [pretraining_status(n, Path(recipes[n].trainer.run_dir), budget) for n in list(running)]
+    progress.partial = lambda: 10 * sum(pretraining_share(Path(recipes[n].trainer.run_dir)) for n in list(running))
     try:
         while running or (todo and not failed):
             while todo and not failed and len(running) < jobs:
@@ -73,7 +74,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
             reap(name, proc, started)
         raise
     finally:
-        progress.detail = None
+        progress.detail = progress.partial = None
         signal.signal(signal.SIGTERM, previous)
     if failed:
         skipped = f"\nnot started: {', '.join(todo)}" if todo else ""
@@ -145,7 +146,7 @@ def run_pool(fn: Callable, items: list, *, jobs: int, threads: int | None, on_re
                 finished[0] += 1
                 on_result(result)
     finally:
-        progress.detail = None
+        progress.detail = progress.partial = None
         signal.signal(signal.SIGTERM, previous)
 
 

@@ -26,6 +26,10 @@ class Progress:
         self.total, self.done, self.worked, self.start, self.log = total_units, 0.0, 0.0, time.perf_counter(), log
         self.current, self.stage_start, self.last_line = "", self.start, self.start
         self.detail: Callable[[], list[str]] | None = None
+        # Units of work under way (e.g. running pretrainings' shares of their budgets): counted as
+        # done and worked for the ETA, else a stage of long jobs would set the rate from the jobs
+        # finished alone and overstate the time left (2-3x while two pretrainings run).
+        self.partial: Callable[[], float] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
@@ -46,9 +50,13 @@ class Progress:
 
     def eta(self) -> str:
         elapsed = time.perf_counter() - self.start
-        if self.worked <= 0:
+        try:
+            partial = self.partial() if self.partial is not None else 0.0
+        except Exception:  # the ETA must never stop the study
+            partial = 0.0
+        if self.worked + partial <= 0:
             return f"{elapsed:5.0f}s elapsed"
-        remaining = elapsed * max(self.total - self.done, 0) / self.worked
+        remaining = elapsed * max(self.total - self.done - partial, 0) / (self.worked + partial)
         return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"
 
     def close(self) -> None:
@@ -85,6 +93,12 @@ def pretraining_status(name: str, run_dir: Path, budget_flops: float) -> str:
     left = elapsed * (1 - p) / p
     return (f"pretrain {name}: {100 * min(p, 1.0):.0f}% of {budget_flops:.3g} FLOPs (step {rec.get('step')}), "
             f"{rec.get('tokens_per_s', 0.0):,.0f} tokens/s, ~{left:.0f}s left for this variant")
+
+
+def pretraining_share(run_dir: Path) -> float:
+    """The share of its budget a running pretraining has done (0 before its first record)."""
+    rec = last_record(run_dir / "metrics.jsonl", "train")
+    return min(max(float(rec.get("progress", 0.0)), 0.0), 1.0) if rec else 0.0
 
 
 def tail_lines(path: Path, tail_bytes: int) -> list[str]:
