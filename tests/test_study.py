@@ -414,6 +414,27 @@ def test_report_says_where_speed_and_memory_were_measured_from_their_records():
     assert "on the GPU" not in cpu and "max RSS" in cpu
 
 
+def test_report_names_each_variants_fine_tuning_rate_when_the_study_leaves_it_to_width():
+    """learning_rate None fine-tunes each width at its own rate (1e-3 at 128, 3e-4 at 256): the
+    report prints what each variant got, from the records; older records without it fall back on
+    the study's fixed rate."""
+    from encoderlab.eval.finetune import default_learning_rate
+    from encoderlab.study.report import _precision_note
+
+    assert (default_learning_rate(128), default_learning_rate(256), default_learning_rate(768)) == (1e-3, 3e-4, 1e-4)
+
+    def variant(name, lr):
+        rec = {"precision": "fp32", "precision_reason": "asked"} | ({"learning_rate": lr} if lr else {})
+        return VariantResult(name=name, spec={}, run_dir="", curve={"train": [], "eval": []},
+                             finetune={FinetuneKey("sst2", 1.0): rec})
+
+    by_width = StudyConfig.from_dict({**BASE, "out_dir": "unused", "finetune": {"learning_rate": None}})
+    note = _precision_note(by_width, {"bert": variant("bert", 1e-3), "bert-w2": variant("bert-w2", 3e-4)})
+    assert "Fine-tuning learning rate (by width): bert 0.001; bert-w2 0.0003" in note
+    fixed = StudyConfig.from_dict({**BASE, "out_dir": "unused", "finetune": {"learning_rate": 1e-3}})
+    assert "(study): 0.001 for every variant" in _precision_note(fixed, {"bert": variant("bert", None)})
+
+
 def test_progress_heartbeat_speaks_while_a_stage_runs(tmp_path):
     """No silent minutes: while a stage runs, the heartbeat prints its details (or that it is still
     running) once the last line is older than the heartbeat period; never before."""

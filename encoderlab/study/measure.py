@@ -64,6 +64,7 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
                  log=lambda *a: None)
     return {"task": r["task"], "score": r["score"], "summary": r["summary"],
             "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"],
+            "learning_rate": r["seeds"][0]["learning_rate"],  # by width where the study leaves it None
             "precision": r["precision"], "precision_reason": r["precision_reason"]}
 
 

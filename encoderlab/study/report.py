@@ -234,21 +234,29 @@ def _speed_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     return text
 
 
-def _precision_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
-    """The precision each part ran in, from the runs' own records (auto resolves per machine)."""
-    def named(values: dict[str, set]) -> str:
-        every = set().union(*values.values()) if values else set()
-        if len(every) == 1:
-            return f"{next(iter(every))} for every variant"
-        return "; ".join(f"{n} {'/'.join(sorted(v)) or '?'}" for n, v in values.items()) or "not recorded"
+def _per_variant(values: dict[str, set]) -> str:
+    """"X for every variant" where all agree, else each variant's own."""
+    every = set().union(*values.values()) if values else set()
+    if len(every) == 1:
+        return f"{next(iter(every))} for every variant"
+    return "; ".join(f"{n} {'/'.join(sorted(v)) or '?'}" for n, v in values.items()) or "not recorded"
 
+
+def _precision_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
+    """The precision each part ran in, from the runs' own records (auto resolves per machine), and
+    the fine-tuning learning rate (None in the study: by width, so it may differ between variants)."""
     pre = {n: {t["precision"] for t in r.curve["train"] if "precision" in t} for n, r in V.items()}
     ft = {n: {f["precision"] for f in r.finetune.values() if f and "precision" in f} for n, r in V.items()}
     reasons = [f["precision_reason"] for r in V.values() for f in r.finetune.values() if f and "precision_reason" in f]
     text = (f"Precision (study: {cfg.base.trainer.precision}, fine-tuning: {cfg.finetune.precision}): "
-            f"pretraining {named(pre)}")
+            f"pretraining {_per_variant(pre)}")
     if reasons:
-        text += f"; fine-tuning {named(ft)} ({reasons[0]})"
+        text += f"; fine-tuning {_per_variant(ft)} ({reasons[0]})"
+    fixed = cfg.finetune.learning_rate
+    lrs = {n: {f"{f.get('learning_rate', fixed):g}" for f in r.finetune.values()
+               if f and f.get("learning_rate", fixed) is not None} for n, r in V.items()}
+    if any(lrs.values()):
+        text += (f". Fine-tuning learning rate ({'study' if fixed else 'by width'}): {_per_variant(lrs)}")
     return text + "."
 
 
