@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from encoderlab.config import ConfigError
-from encoderlab.study.progress import Progress, pretraining_share, pretraining_status, tail_lines
+from encoderlab.study.progress import PRETRAIN_UNITS, Progress, pretraining_share, pretraining_status, tail_lines
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import PretrainConfig
 
@@ -33,14 +33,14 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
     todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
     for name in todo:
         check_run_dir(name, recipes[name])
-    progress.advance(10 * (len(recipes) - len(todo)), cached=True)
+    progress.advance(PRETRAIN_UNITS * (len(recipes) - len(todo)), cached=True)
     env = dict(os.environ) if threads is None else dict(os.environ, OMP_NUM_THREADS=str(threads))
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     failed: list[str] = []
 
     def reap(name: str, proc: subprocess.Popen, started: float) -> None:
         del running[name]
-        progress.advance(10)
+        progress.advance(PRETRAIN_UNITS)
         if proc.returncode == 0:
             stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
             return
@@ -50,7 +50,8 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
 
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     progress.detail = lambda: [pretraining_status(n, Path(recipes[n].trainer.run_dir), budget) for n in list(running)]
-    progress.partial = lambda: 10 * sum(pretraining_share(Path(recipes[n].trainer.run_dir)) for n in list(running))
+    progress.partial = lambda: PRETRAIN_UNITS * sum(pretraining_share(Path(recipes[n].trainer.run_dir))
+                                                    for n in list(running))
     try:
         while running or (todo and not failed):
             while todo and not failed and len(running) < jobs:

@@ -19,6 +19,10 @@ from pathlib import Path
 HEARTBEAT_S = 30.0
 
 
+# ETA weights: a variant's pretraining is the bulk of a study, a fine-tuning or measurement a little.
+PRETRAIN_UNITS = 10
+
+
 class Progress:
     """Stage lines a person can follow, with an ETA for the whole study from the planned work."""
 

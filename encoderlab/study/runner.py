@@ -17,7 +17,7 @@ from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.plan import FinetuneUnit, finetune_units, plan, recipe_fingerprint
 from encoderlab.study.probes import run_probes
-from encoderlab.study.progress import Progress
+from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.results import StudyResults, VariantResult
 from encoderlab.study.stages import Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
@@ -30,7 +30,7 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     stages = Stages(out / "stages.json")
     # Units for the ETA: one per variant pretraining (the bulk), smaller ones for the rest.
     n_ft = (len(cfg.variants) * len(cfg.finetune_fractions) + sum(v.unshare for v in cfg.variants)) * len(cfg.tasks)
-    progress = Progress(len(cfg.variants) * 10 + n_ft * 2 + len(cfg.variants) + 2, log)
+    progress = Progress(len(cfg.variants) * PRETRAIN_UNITS + n_ft * 2 + len(cfg.variants) + 2, log)
     try:
         return _run_stages(cfg, out, stages, progress)
     finally:
