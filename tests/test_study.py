@@ -229,6 +229,21 @@ def test_claim_verdicts_follow_the_numbers():
     assert _by_claim(evaluate_claims(v))[5].verdict == "does not hold"
 
 
+def test_albert_quality_claim_reads_every_width_pair():
+    """Claim 4 holds only when ALBERT is below BERT at each width the study ran; above at one width,
+    it does not hold; within noise at one, it is inconclusive."""
+    v = {"bert": _variant(0.80), "albert": _variant(0.70, params=300, mb=1.2)}
+    assert _by_claim(evaluate_claims(v))[4].verdict == "holds"
+    v["bert-w2"], v["albert-w2"] = _variant(0.85), _variant(0.75)
+    c = _by_claim(evaluate_claims(v))[4]
+    assert c.verdict == "holds" and c.numbers["albert-w2 - bert-w2"] == pytest.approx(-0.10)
+    assert c.compared == ["bert", "albert", "bert-w2", "albert-w2"] and "2 widths" in c.note
+    v["albert-w2"] = _variant(0.853)
+    assert _by_claim(evaluate_claims(v))[4].verdict == "inconclusive"
+    v["albert-w2"] = _variant(0.95)
+    assert _by_claim(evaluate_claims(v))[4].verdict == "does not hold"
+
+
 def test_mask_proposal_and_modern_claims():
     v = {"bert": _variant(0.80), "electra": _variant(0.85), "bert-proposal": _variant(0.845),
          "bert-modern": _variant(0.83)}
@@ -507,3 +522,32 @@ def test_committed_reports_load_and_their_claims_are_reproduced_by_the_typed_cod
     committed = {c["claim"] for c in rest["claims"]}  # claims added since are "not run" there
     assert [c for c in claims if c["claim"] in committed] == rest["claims"]
     assert all(c["verdict"] == "not run" for c in claims if c["claim"] not in committed)
+
+
+def test_study_claims_rederives_a_written_reports_claims_and_keeps_the_rest(tmp_path, capsys):
+    """encoderlab study-claims: a report whose claim 4 was written by older claim code gets the
+    present verdict and numbers in report.json and report.md; every other line stays as written."""
+    import shutil
+
+    from encoderlab.cli import main
+
+    folder = tmp_path / "r"
+    shutil.copytree(DOC_STUDIES / "claims-rope-sentence", folder)
+    report = json.loads((folder / "report.json").read_text())
+    current = next(c for c in report["claims"] if c["claim"] == 4)
+    stale = {**current, "verdict": "holds", "numbers": {"albert": 0.0}, "note": ""}
+    report["claims"] = [stale if c["claim"] == 4 else c for c in report["claims"]]
+    (folder / "report.json").write_text(json.dumps(report, indent=1))
+    md = (folder / "report.md").read_text()
+    head, tail = md[:md.index("## Claims\n")], md[md.index("## Plots\n"):]
+    (folder / "report.md").write_text(md.replace("**Verdict: inconclusive** (by the seed-noise rule) — ALBERT against "
+                                                 "BERT at 2 widths", "**Verdict: holds**"))
+    assert main(["study-claims", str(folder)]) == 0
+    assert "claims 4 changed" in capsys.readouterr().out
+    again = json.loads((folder / "report.json").read_text())
+    assert next(c for c in again["claims"] if c["claim"] == 4) == current
+    assert {k: v for k, v in again.items() if k != "claims"} == {k: v for k, v in report.items() if k != "claims"}
+    assert (folder / "report.md").read_text() == md  # the committed rendering, every other section kept
+    assert md.startswith(head) and md.endswith(tail)
+    assert main(["study-claims", str(tmp_path / "none")]) == 1
+    assert "none/report.json: no such file" in capsys.readouterr().err

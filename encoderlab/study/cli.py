@@ -1,4 +1,5 @@
-"""CLI: ``encoderlab study STUDY.yaml [key=value ...]`` and ``encoderlab demo``."""
+"""CLI: ``encoderlab study STUDY.yaml [key=value ...]``, ``encoderlab demo`` and
+``encoderlab study-claims REPORT_DIR`` (re-derive a written report's claims with the present code)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help="a small claims study of tiny BERT, ALBERT and ELECTRA on the embedded corpus")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("study-claims", help="re-derive the claims of a written study report (report.json and "
+                       "report.md's Claims section) from its stored results, keeping the rest")
+    p.add_argument("folder", help="a folder with report.json and report.md")
+    p.set_defaults(func=cmd_study_claims)
 
 
 def builtin_names() -> list[str]:
@@ -39,6 +44,18 @@ def cmd_study(args) -> int:
 
 def cmd_demo(args) -> int:
     return run("demo", args.overrides)
+
+
+def cmd_study_claims(args) -> int:
+    from encoderlab.study.report import refresh_claims
+
+    folder = Path(args.folder)
+    for name in ("report.json", "report.md"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"{folder / name}: no such file (study-claims needs a study's report folder)")
+    changed = refresh_claims(folder)
+    print(f"{folder}: claims " + (", ".join(map(str, changed)) + " changed" if changed else "unchanged"))
+    return 0
 
 
 def run(study: str, overrides) -> int:

@@ -12,9 +12,9 @@ import platform
 from pathlib import Path
 
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
-from encoderlab.study.config import StudyConfig
+from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.plan import per_family_settings
-from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
+from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult, load_report
 
 
 def environment() -> dict:
@@ -260,6 +260,42 @@ def _precision_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     return text + "."
 
 
+def _claims_section(claims: list) -> list[str]:
+    lines = ["## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
+    for c in claims:
+        lines.append(f"### {c.claim}. {c.title}")
+        rule = " (by the seed-noise rule)" if c.compared and c.verdict != "not run" else ""  # quality claims
+        lines.append(f"**Verdict: {c.verdict}**{rule}" + (f" — {c.note}" if c.note else ""))
+        if c.plateau:
+            lines.append(f"*Not yet evidence about the families: {', '.join(c.plateau)} had not left the unigram "
+                         "plateau at this budget, so the scores compared come from encoders that learned little from "
+                         "context.*")
+        for k, val in c.numbers.items():
+            lines.append(f"- {k}: {_fmt(val)}")
+        lines.append("")
+    return lines
+
+
+def refresh_claims(folder: Path, roles: ClaimRoles | None = None) -> list[int]:
+    """Re-derive the claims of a written report (report.json and report.md's Claims section) from its
+    stored results with the present claim code, keeping everything else (machine, date, tables), so
+    committed reports follow the claims' definitions without rerunning their studies. Returns the
+    numbers of the claims whose verdict, numbers or note changed."""
+    results, rest = load_report(folder / "report.json")
+    report = json.loads((folder / "report.json").read_text())
+    roles = roles or ClaimRoles.from_dict(report.get("config", {}).get("roles") or {})
+    claims = evaluate_claims(results.variants, roles, results.mlm_baselines)
+    old = {c["claim"]: c for c in rest.get("claims", [])}
+    new = [c.to_json() for c in claims]
+    changed = [c["claim"] for c in new if old.get(c["claim"]) != c]
+    report["claims"] = new
+    (folder / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    md = (folder / "report.md").read_text()
+    start, end = md.index("## Claims\n"), md.index("## Plots\n")
+    (folder / "report.md").write_text(md[:start] + "\n".join(_claims_section(claims)) + "\n" + md[end:])
+    return changed
+
+
 def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     """report.json (the typed results, round-trippable through StudyResults.from_json), report.md
     and the plots; returns report.json's content."""
@@ -309,18 +345,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     for name, r in V.items():
         lat = r.measure.get("latency_ms", {})
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
-    lines += ["", "## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
-    for c in claims:
-        lines.append(f"### {c.claim}. {c.title}")
-        rule = " (by the seed-noise rule)" if c.compared and c.verdict != "not run" else ""  # quality claims
-        lines.append(f"**Verdict: {c.verdict}**{rule}" + (f" — {c.note}" if c.note else ""))
-        if c.plateau:
-            lines.append(f"*Not yet evidence about the families: {', '.join(c.plateau)} had not left the unigram "
-                         "plateau at this budget, so the scores compared come from encoders that learned little from "
-                         "context.*")
-        for k, val in c.numbers.items():
-            lines.append(f"- {k}: {_fmt(val)}")
-        lines.append("")
+    lines += [""] + _claims_section(claims)
     lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]
     lines += ["", "## Resolved config", "", "```yaml", cfg.to_yaml().rstrip(), "```", ""]
     (out / "report.md").write_text("\n".join(lines))
