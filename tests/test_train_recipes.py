@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from encoderlab.cli import main
+from encoderlab.config import ConfigError
 from encoderlab.objectives import build_networks, with_defaults
 from encoderlab.train import PretrainConfig
+from encoderlab.train.config import InitConfig, ModelSpec
 from encoderlab.train.init import resolve_model
 from tests.pretrain_helpers import read_metrics
 
@@ -50,3 +52,20 @@ def test_recipe_trains_from_the_command_line(recipe, tmp_path):
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == [1, 2] and all(r["loss"] == r["loss"] for r in rows)
     assert (tmp_path / "checkpoints" / "step-000002").is_dir() and (tmp_path / "config.yaml").exists()
+
+
+def test_depth_options_reach_both_networks_and_the_generator_alone():
+    """model.num_layers deepens every network; model.generator_layers then sets an ELECTRA generator's
+    depth alone (its width stays the preset's fraction); a model with no generator refuses it."""
+    spec = ModelSpec(preset="electra-tiny", num_layers=4, generator_layers=2)
+    mc = resolve_model(spec, InitConfig(), 8192)
+    assert (mc.encoder.num_layers, mc.generator.num_layers) == (4, 2)
+    assert (mc.encoder.hidden_size, mc.generator.hidden_size) == (128, 32)
+    assert resolve_model(ModelSpec(preset="bert-tiny", num_layers=3), InitConfig(), 8192).encoder.num_layers == 3
+    with pytest.raises(ConfigError, match="generator_layers: the bert model has no generator"):
+        resolve_model(ModelSpec(preset="bert-tiny", generator_layers=1), InitConfig(), 8192)
+    with pytest.raises(ConfigError, match="model.num_layers must be >= 1"):
+        ModelSpec(preset="bert-tiny", num_layers=0)
+    deep = PretrainConfig.from_yaml(RECIPES[0].parent / "electra-tiny-deep.yaml")
+    mc = resolve_model(deep.model, deep.init, 8192)
+    assert (mc.encoder.num_layers, mc.generator.num_layers, mc.generator.hidden_size) == (4, 2, 32)

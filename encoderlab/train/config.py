@@ -30,10 +30,18 @@ class ModelSpec(Config):
     gated_ffn: bool | None = None
     bias: bool | None = None
     hidden_act: Literal["gelu", "gelu_new", "relu", "silu"] | None = None
+    # Depth: num_layers for every network of the model (None: the preset's); generator_layers for an
+    # ELECTRA generator alone, after num_layers (a deep discriminator beside a shallow generator, the
+    # largest AUC gain of issue 18's ablations: docs/benchmarks.md "Issue 18, ablations 4 and 5").
+    num_layers: int | None = None
+    generator_layers: int | None = None
 
     def validate(self) -> None:
         if self.preset is not None and self.config is not None:
             raise ConfigError("model: give either preset or config, not both")
+        for name in ("num_layers", "generator_layers"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(f"model.{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -34,6 +34,8 @@ def resolve_model(spec: ModelSpec, init: InitConfig, vocab_size: int) -> ModelCo
         changes["max_position_embeddings"] = spec.max_position_embeddings
     if spec.dropout is not None:
         changes["hidden_dropout"] = changes["attention_dropout"] = spec.dropout
+    if spec.num_layers is not None:
+        changes["num_layers"] = spec.num_layers
     for name in ("norm", "position", "gated_ffn", "bias", "hidden_act"):
         if getattr(spec, name) is not None:
             changes[name] = getattr(spec, name)
@@ -47,6 +49,10 @@ def resolve_model(spec: ModelSpec, init: InitConfig, vocab_size: int) -> ModelCo
         enc = dataclasses.replace(mc.encoder, **changes)
         gen = dataclasses.replace(mc.generator, **changes) if mc.generator is not None else None
         mc = dataclasses.replace(mc, encoder=enc, generator=gen)
+    if spec.generator_layers is not None:
+        if mc.generator is None:
+            raise ConfigError(f"model.generator_layers: the {mc.family} model has no generator (an ELECTRA pair has)")
+        mc = dataclasses.replace(mc, generator=dataclasses.replace(mc.generator, num_layers=spec.generator_layers))
     return mc
 
 
