@@ -360,14 +360,15 @@ def test_short_sequence_warm_up_reaches_every_variant(tmp_path):
         steps.add(r.data.short_seq_steps)
     assert len(steps) == 2  # ELECTRA's steps cost more: fewer of them, a smaller warm-up in steps
     # The base's family-wide model options reach every variant, unless a variant sets its own.
-    fam = StudyConfig.from_dict({**BASE, "base": {**base, "model": {"position": "rope", "dropout": 0.0}},
+    fam = StudyConfig.from_dict({**BASE, "base": {**base, "model": {"position": "rope", "dropout": 0.0,
+                                                                               "num_layers": 3}},
                                  "short_seq_fraction": 0.25, "budget_flops": 5e11,
                                  "variants": [*BASE["variants"], ELECTRA,
                                               {**ELECTRA, "name": "abs", "model": {"preset": "electra-tiny",
                                                                                    "position": "absolute"}}]})
     got = {v.name: variant_recipe(fam, v, data, tmp_path / f"f-{v.name}").model for v in fam.variants}
     assert got["bert"].position == got["electra"].position == "rope" and got["abs"].position == "absolute"
-    assert all(m.dropout == 0.0 and m.preset for m in got.values())
+    assert all(m.dropout == 0.0 and m.num_layers == 3 and m.preset for m in got.values())
     short = {**BASE["base"], "data": {**BASE["base"]["data"], "short_seq_len": 16}}
     bad = ({"base": short}, {"short_seq_fraction": 0.5}, {"base": short, "short_seq_fraction": 1.0})
     for b in bad:
@@ -551,3 +552,19 @@ def test_study_claims_rederives_a_written_reports_claims_and_keeps_the_rest(tmp_
     assert md.startswith(head) and md.endswith(tail)
     assert main(["study-claims", str(tmp_path / "none")]) == 1
     assert "none/report.json: no such file" in capsys.readouterr().err
+
+
+def test_recipe_fingerprint_ignores_unset_options_only(monkeypatch):
+    """An option added to the configs later, left unset, keeps a study's stages valid; setting any
+    option, or changing a value, changes the fingerprint."""
+    from encoderlab.study import plan
+
+    r = PretrainConfig(trainer=TrainerConfig(run_dir="x", max_steps=10))
+    before = recipe_fingerprint(r)
+    with_new_option = {**r.to_dict(), "model": {**r.to_dict()["model"], "an_option_added_later": None}}
+    monkeypatch.setattr(PretrainConfig, "to_dict", lambda self: with_new_option)
+    assert plan.recipe_fingerprint(r) == before
+    monkeypatch.undo()
+    assert recipe_fingerprint(r.replace(model=r.model.replace(num_layers=4))) != before
+    assert recipe_fingerprint(r.replace(model=r.model.replace(dropout=0.0))) != before
+    assert recipe_fingerprint(r.replace(trainer=r.trainer.replace(max_steps=11))) != before

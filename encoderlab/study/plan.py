@@ -53,7 +53,8 @@ def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) 
 
 # The model fields a study's base may set for every variant (the recipe family's architecture-wide
 # options); a variant that sets one itself keeps its own.
-FAMILY_MODEL_FIELDS = ("dropout", "max_position_embeddings", "norm", "position", "gated_ffn", "bias", "hidden_act")
+FAMILY_MODEL_FIELDS = ("dropout", "max_position_embeddings", "norm", "position", "gated_ffn", "bias", "hidden_act",
+                       "num_layers")
 
 
 def family_model(base: ModelSpec, variant: ModelSpec) -> ModelSpec:
@@ -64,7 +65,15 @@ def family_model(base: ModelSpec, variant: ModelSpec) -> ModelSpec:
 
 
 def recipe_fingerprint(recipe: PretrainConfig) -> str:
-    return fingerprint(recipe.to_dict())
+    """The recipe's hash, unset (None) options left out: an option added to the configs later, unset,
+    leaves a study's finished stages valid; any value that is set, default or not, is hashed."""
+    return fingerprint(_set_only(recipe.to_dict()))
+
+
+def _set_only(d):
+    if isinstance(d, dict):
+        return {k: _set_only(v) for k, v in d.items() if v is not None}
+    return d
 
 
 def per_family_settings(cfg: StudyConfig) -> dict[str, list[str]]:
