@@ -147,8 +147,8 @@ def albert_quality(v: V, r: ClaimRoles) -> Claim:
     c.numbers = {"albert": a["median"], "bert": b["median"], "albert - bert": d1}
     signs = [c1]
     for bn, an in r.width_pairs:
-        w = _scored(v, {"bert": bn, "albert": an})
-        if len(w) < 2 or (bn, an) == (r.bert, r.albert):
+        w = _scored(v, {"bert": bn, "albert": an}) if (bn, an) != (r.bert, r.albert) else {}
+        if len(w) < 2:
             continue
         cw, dw = compare(w["albert"], w["bert"])
         signs.append(cw)

@@ -14,7 +14,7 @@ from pathlib import Path
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.plan import per_family_settings
-from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult, load_report
+from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
 
 
 def environment() -> dict:
@@ -281,11 +281,11 @@ def refresh_claims(folder: Path, roles: ClaimRoles | None = None) -> list[int]:
     stored results with the present claim code, keeping everything else (machine, date, tables), so
     committed reports follow the claims' definitions without rerunning their studies. Returns the
     numbers of the claims whose verdict, numbers or note changed."""
-    results, rest = load_report(folder / "report.json")
     report = json.loads((folder / "report.json").read_text())
+    results = StudyResults.from_json(report)
     roles = roles or ClaimRoles.from_dict(report.get("config", {}).get("roles") or {})
     claims = evaluate_claims(results.variants, roles, results.mlm_baselines)
-    old = {c["claim"]: c for c in rest.get("claims", [])}
+    old = {c["claim"]: c for c in report.get("claims", [])}
     new = [c.to_json() for c in claims]
     changed = [c["claim"] for c in new if old.get(c["claim"]) != c]
     report["claims"] = new

@@ -34,9 +34,7 @@ def resolve_model(spec: ModelSpec, init: InitConfig, vocab_size: int) -> ModelCo
         changes["max_position_embeddings"] = spec.max_position_embeddings
     if spec.dropout is not None:
         changes["hidden_dropout"] = changes["attention_dropout"] = spec.dropout
-    if spec.num_layers is not None:
-        changes["num_layers"] = spec.num_layers
-    for name in ("norm", "position", "gated_ffn", "bias", "hidden_act"):
+    for name in ("norm", "position", "gated_ffn", "bias", "hidden_act", "num_layers"):
         if getattr(spec, name) is not None:
             changes[name] = getattr(spec, name)
     if (spec.config is not None or spec.preset is None) and mc.encoder.vocab_size != vocab_size:
