@@ -154,7 +154,7 @@ def _fake_children(monkeypatch, tmp_path, scripts: dict[str, str]):
     started processes and the recipes to pass to pretrain_all."""
     started = {}
 
-    def start(recipe, env):
+    def start(recipe, env, threads=None):
         run_dir = Path(recipe.trainer.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         with open(run_dir / "pretrain.log", "a") as logf:
@@ -181,6 +181,19 @@ def test_failed_pretraining_stops_new_starts_and_keeps_the_finished(tmp_path, mo
     assert set(started) == {"ok", "bad"}  # nothing new starts after a failure; the running one finishes
     assert stages.get("pretrain:ok", recipe_fingerprint(recipes["ok"])) is not None
     assert stages.get("pretrain:bad", recipe_fingerprint(recipes["bad"])) is None
+
+
+def test_the_last_pretraining_running_gets_the_freed_cores(tmp_path, monkeypatch):
+    """Two jobs on one thread each: once nothing is left to start and one finishes, the other is
+    asked (its run directory's threads file) to use both cores."""
+    from encoderlab.threads import requested_threads
+
+    started, recipes = _fake_children(monkeypatch, tmp_path, {"short": "pass", "long": "import time; time.sleep(3)"})
+    lines = []
+    launch.pretrain_all(recipes, jobs=2, threads=1, budget=1.0, stages=Stages(tmp_path / "stages.json"),
+                        progress=Progress(20, lines.append, heartbeat_s=None), fingerprint=recipe_fingerprint)
+    assert requested_threads(tmp_path / "long") == 2 and requested_threads(tmp_path / "short") is None
+    assert any("pretrain long: 2 threads from its next log step (1 running)" in ln for ln in lines)
 
 
 def test_interrupted_study_stops_its_pretraining_children(tmp_path, monkeypatch):

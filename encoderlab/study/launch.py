@@ -21,6 +21,7 @@ from pathlib import Path
 from encoderlab.config import ConfigError
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress, pretraining_share, pretraining_status, tail_lines
 from encoderlab.study.stages import Stages
+from encoderlab.threads import THREADS_FILE, write_threads
 from encoderlab.train.config import PretrainConfig
 
 RECIPE_FILE = "study_recipe.yaml"
@@ -36,6 +37,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
     progress.advance(PRETRAIN_UNITS * (len(recipes) - len(todo)), cached=True)
     env = dict(os.environ) if threads is None else dict(os.environ, OMP_NUM_THREADS=str(threads))
     running: dict[str, tuple[subprocess.Popen, float]] = {}
+    shares = {name: threads for name in todo}
     failed: list[str] = []
 
     def reap(name: str, proc: subprocess.Popen, started: float) -> None:
@@ -58,11 +60,13 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
                 name = todo.pop(0)
                 progress.stage(f"pretrain {name}: {budget:.3g} FLOPs budget"
                                + (f" ({len(running) + 1} running)" if jobs > 1 else ""))
-                running[name] = (start_pretraining(recipes[name], env), time.perf_counter())
+                running[name] = (start_pretraining(recipes[name], env, threads), time.perf_counter())
             time.sleep(0.2)
             for name, (proc, started) in list(running.items()):
                 if proc.poll() is not None:
                     reap(name, proc, started)
+            if threads and running and len(running) < jobs and not (todo and not failed):
+                spread_threads(recipes, running, threads * jobs, shares, progress)
     except BaseException:
         for proc, _ in running.values():
             proc.send_signal(signal.SIGTERM)
@@ -122,11 +126,29 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(tail_lines(path, 8192)[-lines:])
 
 
-def start_pretraining(recipe: PretrainConfig, env: dict) -> subprocess.Popen:
-    """``encoderlab pretrain`` of one recipe in a child process, its output appended to pretrain.log."""
+def spread_threads(recipes: dict[str, PretrainConfig], running: dict, cores: int, shares: dict[str, int | None],
+                   progress: Progress) -> None:
+    """Give the cores of finished pretrainings to the ones still running, once nothing is left to
+    start: each running child reads its new count from its run directory at its next log step."""
+    share = max(1, cores // len(running))
+    for name in running:
+        if shares.get(name) != share:
+            write_threads(Path(recipes[name].trainer.run_dir), share)
+            shares[name] = share
+            progress.stage(f"pretrain {name}: {share} threads from its next log step ({len(running)} running)")
+
+
+def start_pretraining(recipe: PretrainConfig, env: dict, threads: int | None = None) -> subprocess.Popen:
+    """``encoderlab pretrain`` of one recipe in a child process, its output appended to pretrain.log.
+    Its threads file starts at the count it is launched with, so a file left by an earlier run of
+    the folder does not change it."""
     run_dir = Path(recipe.trainer.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     recipe.to_yaml(run_dir / RECIPE_FILE)
+    if threads:
+        write_threads(run_dir, threads)
+    else:
+        (run_dir / THREADS_FILE).unlink(missing_ok=True)
     with open(run_dir / "pretrain.log", "a") as logf:  # the child keeps its own handle
         return subprocess.Popen([sys.executable, "-m", "encoderlab", "pretrain", str(run_dir / RECIPE_FILE)],
                                 stdout=logf, stderr=subprocess.STDOUT, env=env)

@@ -24,6 +24,7 @@ from encoderlab.device import resolve_device
 from encoderlab.nn.encoder import Encoder
 from encoderlab.objectives import build_networks, build_objective, with_defaults
 from encoderlab.precision import autocast, resolve_for_encoder
+from encoderlab.threads import follow_threads
 from encoderlab.train import distributed
 from encoderlab.train.config import ModelSpec, PretrainConfig
 from encoderlab.train.data import describe, make_source
@@ -182,6 +183,7 @@ class Trainer:
                     break
                 if t.log_every and self.step % t.log_every == 0:
                     self.log()
+                    self._follow_threads()
                 if t.eval_every and self.step % t.eval_every == 0:
                     self.run_eval()
                 if stop:
@@ -203,6 +205,13 @@ class Trainer:
         ev = self.last_eval if status == "completed" else {}
         return RunResult(status=status, step=self.step, tokens=self.tokens, flops=self.flops,
                          checkpoint=str(ckpt) if ckpt else self._latest(), eval=ev)
+
+    def _follow_threads(self) -> None:
+        """Take up a thread count written to the run directory (a study does when cores free up)."""
+        said = follow_threads(self.run_dir)
+        if said is not None:
+            self.logger.message(f"step {self.step}: {said}")
+            self.logger.log("run", {"step": self.step, "threads": torch.get_num_threads()})
 
     def _on_signal(self, signum, frame) -> None:
         self.stop_signal = signum
