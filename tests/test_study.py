@@ -257,6 +257,19 @@ def test_albert_quality_claim_reads_every_width_pair():
     assert _by_claim(evaluate_claims(v))[4].verdict == "does not hold"
 
 
+def test_embedding_sharing_claim_reads_a_shared_variant_beside_a_gdes_electra():
+    """Claim 9's "shared" is the electra role by default; a study whose electra uses gdes names its
+    shared variant in roles.share_shared, and the claim compares that one, not the gdes electra."""
+    v = {"electra": _variant(0.80), "electra-share-none": _variant(0.70), "electra-gdes": _variant(0.81)}
+    c = _by_claim(evaluate_claims(v))[9]
+    assert c.verdict == "holds" and c.numbers["shared"] == 0.80
+    deep = {"electra": _variant(0.80), "electra-shared": _variant(0.66), "electra-share-none": _variant(0.70)}
+    roles = ClaimRoles(share_shared="electra-shared", share_gdes="electra")
+    c = _by_claim(evaluate_claims(deep, roles))[9]
+    assert c.verdict == "does not hold" and c.numbers == {"shared": 0.66, "none": 0.70, "gdes": 0.80}
+    assert c.compared == ["electra-shared", "electra-share-none", "electra"]
+
+
 def test_mask_proposal_and_modern_claims():
     v = {"bert": _variant(0.80), "electra": _variant(0.85), "bert-proposal": _variant(0.845),
          "bert-modern": _variant(0.83)}

@@ -241,7 +241,8 @@ def generator_is_weaker_mlm(v: V, r: ClaimRoles) -> Claim:
 
 def embedding_sharing(v: V, r: ClaimRoles) -> Claim:
     return _scores_higher(9, "Sharing embeddings between generator and discriminator helps (none < shared; gdes)",
-                          v, {"shared": r.electra, "none": r.share_none, "gdes": r.share_gdes}, "shared", "none")
+                          v, {"shared": r.share_shared or r.electra, "none": r.share_none, "gdes": r.share_gdes},
+                          "shared", "none")
 
 
 def sentence_objectives(v: V, r: ClaimRoles) -> Claim:

@@ -82,8 +82,10 @@ class ClaimRoles(Config):
     electra_15pct: str | None = "electra-15pct"
     replace_mlm: str | None = "replace-mlm"
     all_tokens_mlm: str | None = "all-tokens-mlm"
-    # Claim 9: embedding sharing (the electra role is "shared").
+    # Claim 9: embedding sharing. "shared" is the electra role unless share_shared names another
+    # variant (a study whose electra uses gdes, as claims-deep's does, runs a shared one beside it).
     share_none: str | None = "electra-share-none"
+    share_shared: str | None = None
     share_gdes: str | None = "electra-gdes"
     # Claim 10: sentence objectives (the bert role has none).
     nsp: str | None = "bert-nsp"
