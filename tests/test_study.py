@@ -519,6 +519,24 @@ def test_eta_counts_work_under_way(tmp_path, monkeypatch):
     assert pretraining_share(tmp_path) == 1.0
 
 
+def test_fine_tuning_eta_weight_grows_with_the_model_and_shrinks_with_the_budget():
+    """A fine-tuning's ETA weight follows what was measured (plan.finetune_weight): about a quarter
+    of a pair's cost grows with its encoder's FLOPs, the rest is fixed; against a pretraining's
+    fixed units a pair weighs less as the budget grows, more with more seeds."""
+    from encoderlab.study.plan import finetune_weight
+    from encoderlab.train.config import ModelSpec
+
+    cfg = StudyConfig.from_dict({"budget_flops": 5e13, "seeds": 5, "vocab_size": 8192,
+                                 "finetune": {"epochs": 3, "max_train_examples": 4000},
+                                 "variants": [{"name": "bert", "model": {"preset": "bert-tiny"}}]})
+    small = PretrainConfig(model=ModelSpec(preset="bert-tiny"))
+    deep = PretrainConfig(model=ModelSpec(preset="bert-tiny", num_layers=4))  # twice the encoder FLOPs
+    assert finetune_weight(cfg, small) == pytest.approx(2.6)
+    assert finetune_weight(cfg, deep) == pytest.approx(2.6 * (0.74 + 0.26 * 2), rel=0.01)
+    assert finetune_weight(cfg.replace(budget_flops=1e14), small) == pytest.approx(1.3)
+    assert finetune_weight(cfg.replace(seeds=10), small) == pytest.approx(5.2)
+
+
 def test_pretraining_status_reads_the_last_train_record(tmp_path):
     from encoderlab.study.progress import pretraining_status
 

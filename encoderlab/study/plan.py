@@ -91,6 +91,7 @@ class FinetuneUnit:
     checkpoint: str
     task: TaskRef
     fingerprint: str
+    weight: float = 2.0  # its share of the ETA (finetune_weight), against a pretraining's PRETRAIN_UNITS
 
     @property
     def stage(self) -> str:  # a name in stages.json, never read back
@@ -107,6 +108,7 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
     """A variant's fine-tunings: every task at every fine-tuning fraction, and for an unshare
     variant also its unshared copy at the last fraction."""
     rfp = recipe_fingerprint(recipe)
+    weight = finetune_weight(cfg, recipe)
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}  # a study may move between machines
     units = []
     for frac in cfg.finetune_fractions:
@@ -114,5 +116,31 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
         for task in cfg.tasks:
             for unshared in [False] + ([True] if v.unshare and frac == max(cfg.finetune_fractions) else []):
                 units.append(FinetuneUnit(v.name, FinetuneKey(task.name, frac, unshared), ck, task,
-                                          fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared)))
+                                          fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared), weight))
     return units
+
+
+# A fine-tuning's share of the ETA, where a pretraining counts PRETRAIN_UNITS (10) at any budget.
+# Measured on 2-core CPUs in docs/studies/claims-rope-sentence (2026-12-05; 5e13 FLOPs, 5 seeds x 3
+# epochs x 4,000 examples, two at once): a 2 x 128 checkpoint-task pair took 0.26 of a pretraining's
+# time (110 s against 415 s per slot), a 4 x 256 one 2.7 times that while its encoder costs 7.4
+# times the FLOPs per example, so a pair costs 0.74 + 0.26 x its encoder's FLOPs ratio to bert-tiny's
+# (data, tokenization, small batches and evaluation do not grow with the model). The constant weight
+# this replaces had put that study at 23 minutes; it took 62.
+_FT_REF_UNITS, _FT_REF_BUDGET, _FT_REF_EXAMPLES = 2.6, 5e13, 5 * 3 * 4000
+_FT_FIXED_SHARE = 0.74
+
+
+def finetune_weight(cfg: StudyConfig, recipe: PretrainConfig) -> float:
+    """The ETA weight of one of this recipe's checkpoint-task pairs (every seed). A task's size is
+    unknown until it is read, so without max_train_examples it counts as 4,000 examples: the
+    ETA then corrects itself from the pairs that finish."""
+    from encoderlab.models.presets import preset
+    from encoderlab.train.flops import encoder_flops
+    from encoderlab.train.init import resolve_model
+
+    enc = resolve_model(recipe.model, recipe.init, cfg.vocab_size).encoder
+    ratio = encoder_flops(enc, 1, 128) / encoder_flops(preset("bert-tiny").encoder, 1, 128)
+    examples = cfg.seeds * (cfg.finetune.epochs or 3) * (cfg.finetune.max_train_examples or 4000)
+    return (_FT_REF_UNITS * (_FT_FIXED_SHARE + (1 - _FT_FIXED_SHARE) * ratio) * examples / _FT_REF_EXAMPLES
+            * _FT_REF_BUDGET / cfg.budget_flops)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, VariantSpec
-from encoderlab.study.plan import FinetuneUnit, finetune_units, plan, recipe_fingerprint
+from encoderlab.study.plan import FinetuneUnit, finetune_units, finetune_weight, plan, recipe_fingerprint
 from encoderlab.study.probes import run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.results import StudyResults, VariantResult
@@ -28,9 +28,9 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     cfg.to_yaml(out / "study.yaml")
     stages = Stages(out / "stages.json")
-    # Units for the ETA: one per variant pretraining (the bulk), smaller ones for the rest.
-    n_ft = (len(cfg.variants) * len(cfg.finetune_fractions) + sum(v.unshare for v in cfg.variants)) * len(cfg.tasks)
-    progress = Progress(len(cfg.variants) * PRETRAIN_UNITS + n_ft * 2 + len(cfg.variants) + 2, log)
+    # Units for the ETA: PRETRAIN_UNITS per variant pretraining (the bulk), smaller ones for the rest;
+    # the fine-tunings' weights are set once the plan is known (plan.finetune_weight).
+    progress = Progress(len(cfg.variants) * (PRETRAIN_UNITS + 1) + 2, log)
     try:
         return _run_stages(cfg, out, stages, progress)
     finally:
@@ -43,6 +43,8 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
 
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
+    progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(cfg.finetune_fractions) + v.unshare)
+                          * len(cfg.tasks) for v in cfg.variants)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint)
     finetune_all(cfg, recipes, data, stages, progress)
@@ -140,13 +142,13 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
             if stages.get(u.stage, u.fingerprint) is None:
                 todo.append(u)
             else:
-                progress.advance(2, cached=True)
+                progress.advance(u.weight, cached=True)
     jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
 
     def store(done: tuple[FinetuneUnit, dict]) -> None:
         u, r = done
         stages.put(u.stage, u.fingerprint, r)
-        progress.advance(2)
+        progress.advance(u.weight)
         if jobs > 1:
             scores = ", ".join(f"{m} {s['median']:.3f} ± {s['std']:.3f}" for m, s in r["summary"].items())
             progress.stage(f"fine-tuned {u.label}: {scores} (median ± std of {cfg.seeds} seeds)")
