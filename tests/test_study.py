@@ -155,8 +155,7 @@ def _fake_children(monkeypatch, tmp_path, scripts: dict[str, str]):
     started = {}
 
     def start(recipe, env, threads=None):
-        run_dir = Path(recipe.trainer.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = launch.prepare_run_dir(recipe, threads)
         with open(run_dir / "pretrain.log", "a") as logf:
             started[run_dir.name] = subprocess.Popen([sys.executable, "-c", scripts[run_dir.name]],
                                                      stdout=logf, stderr=subprocess.STDOUT)
@@ -184,16 +183,28 @@ def test_failed_pretraining_stops_new_starts_and_keeps_the_finished(tmp_path, mo
 
 
 def test_the_last_pretraining_running_gets_the_freed_cores(tmp_path, monkeypatch):
-    """Two jobs on one thread each: once nothing is left to start and one finishes, the other is
-    asked (its run directory's threads file) to use both cores."""
-    from encoderlab.threads import requested_threads
-
-    started, recipes = _fake_children(monkeypatch, tmp_path, {"short": "pass", "long": "import time; time.sleep(3)"})
+    """Three variants, two jobs on one thread each: nothing is shared while a variant waits to
+    start; once one is left it is asked for both cores. Each child starts at the launch count even
+    over a stale threads file, and no file outlives its run."""
+    watch = (  # a fake child: record the count asked for at start, then wait (up to 10 s) for a change
+        "import pathlib, time\n"
+        "d = pathlib.Path({d!r}); f = d / 'threads'; seen = [f.read_text().strip()]\n"
+        "t = time.time()\n"
+        "while time.time() - t < {wait} and f.read_text().strip() == seen[0]: time.sleep(0.05)\n"
+        "seen.append(f.read_text().strip()); (d / 'seen').write_text(' '.join(seen))\n")
+    scripts = {"a": "pass", "b": watch.format(d=str(tmp_path / "b"), wait=2),
+               "c": watch.format(d=str(tmp_path / "c"), wait=10)}
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "threads").write_text("7\n")  # left by an earlier run of the folder
+    started, recipes = _fake_children(monkeypatch, tmp_path, scripts)
     lines = []
     launch.pretrain_all(recipes, jobs=2, threads=1, budget=1.0, stages=Stages(tmp_path / "stages.json"),
-                        progress=Progress(20, lines.append, heartbeat_s=None), fingerprint=recipe_fingerprint)
-    assert requested_threads(tmp_path / "long") == 2 and requested_threads(tmp_path / "short") is None
-    assert any("pretrain long: 2 threads from its next log step (1 running)" in ln for ln in lines)
+                        progress=Progress(30, lines.append, heartbeat_s=None), fingerprint=recipe_fingerprint,
+                        cores=2)
+    assert (tmp_path / "b" / "seen").read_text() == "1 1"  # c still waited to start, or ran beside it
+    assert (tmp_path / "c" / "seen").read_text() == "1 2"  # alone at the end: both cores
+    assert any("pretrain c: 2 threads from its next log step (1 running)" in ln for ln in lines)
+    assert not list(tmp_path.glob("*/threads"))
 
 
 def test_interrupted_study_stops_its_pretraining_children(tmp_path, monkeypatch):
@@ -255,6 +266,20 @@ def test_albert_quality_claim_reads_every_width_pair():
     assert _by_claim(evaluate_claims(v))[4].verdict == "inconclusive"
     v["albert-w2"] = _variant(0.95)
     assert _by_claim(evaluate_claims(v))[4].verdict == "does not hold"
+
+
+def test_logged_throughput_is_read_at_the_thread_count_a_run_started_with():
+    """A variant given the freed cores late in its run logs faster steps; without a side-by-side
+    timing its tokens/s comes from the records at its launch count only."""
+    from encoderlab.study.claims import steady_train
+
+    v = _variant(0.8)
+    v.curve["train"] = [{"tokens_per_s": t, "threads": n, "peak_memory_mb": 10.0}
+                        for t, n in ((90.0, 1), (100.0, 1), (100.0, 1), (180.0, 2), (180.0, 2), (180.0, 2))]
+    assert steady_train(v)["tokens_per_s"] == 100.0
+    for r in v.curve["train"]:
+        del r["threads"]  # logs written before the count was recorded
+    assert steady_train(v)["tokens_per_s"] == 180.0
 
 
 def test_embedding_sharing_claim_reads_a_shared_variant_beside_a_gdes_electra():
@@ -430,12 +455,25 @@ def test_every_shipped_study_file_loads():
     """The built-in studies and the study files committed beside a run's report (docs/studies) must
     stay valid configs: a renamed field would otherwise surface only when a user reruns them."""
     from encoderlab.study.cli import builtin_names, load_study
+    from encoderlab.study.plan import check_networks
 
     docs = sorted(Path(__file__).resolve().parents[1].glob("docs/studies/*/study.yaml"))
     assert builtin_names() and docs
     for name in builtin_names() + [str(p) for p in docs]:
         cfg = load_study(name)
         assert cfg.variants and cfg.budget_flops > 0, name
+        check_networks(cfg)  # every variant's model and objective go together
+
+
+def test_a_variant_whose_networks_cannot_be_built_stops_the_study_before_it_starts():
+    from encoderlab.study.plan import check_networks
+
+    cfg = StudyConfig.from_dict({"variants": [
+        {"name": "bert", "model": {"preset": "bert-tiny"}},
+        {"name": "replace-mlm", "model": {"preset": "electra-tiny", "embedding_sharing": "gdes"},
+         "objective": {"kind": "rtd", "variant": "replace_mlm"}}]})
+    with pytest.raises(ConfigError, match="variant 'replace-mlm': .*not gdes"):
+        check_networks(cfg)
 
 
 def test_report_says_where_speed_and_memory_were_measured_from_their_records():

@@ -151,7 +151,7 @@ def test_flops_and_token_budgets(tmp_path):
     assert pretrain(cfg).step == 5
 
 
-def test_a_threads_file_changes_the_thread_count_mid_run(tmp_path):
+def test_a_threads_file_changes_the_thread_count_mid_run(tmp_path, capsys):
     """The study gives freed cores to a running pretraining through its run directory's threads
     file: the trainer takes the count up at its next log step and records it; a malformed file
     is named and ignored (the run goes on)."""
@@ -159,14 +159,18 @@ def test_a_threads_file_changes_the_thread_count_mid_run(tmp_path):
 
     cfg = tiny_recipe(tmp_path / "a", tiny_model("bert", head="mlm"), dict(kind="mlm", **IDS), steps=10, log_every=5)
     write_threads(tmp_path / "a", 2)  # the fixture set 1
+    capsys.readouterr()
     assert pretrain(cfg).status == "completed" and torch.get_num_threads() == 2
     runs = [r for r in read_metrics(tmp_path / "a", split="run") if "threads" in r]
     assert [(r["step"], r["threads"]) for r in runs] == [(5, 2)]  # changed once, at the first log step
+    assert [r["threads"] for r in read_metrics(tmp_path / "a")] == [1, 2]  # each speed figure says its count
     torch.set_num_threads(1)
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "threads").write_text("two\n")
     cfg = cfg.replace(trainer=cfg.trainer.replace(run_dir=str(tmp_path / "b")))
     assert pretrain(cfg).status == "completed" and torch.get_num_threads() == 1
+    err = capsys.readouterr().err
+    assert err.count("threads file ignored") == 1 and "threads: expected a positive integer" in err  # said once
 
 
 def test_bf16_autocast_trains_like_fp32(tmp_path):

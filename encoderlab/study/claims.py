@@ -58,9 +58,12 @@ def _verdict(ok: bool | None) -> str:
 def steady_train(res: VariantResult) -> dict:
     """Training tokens/s and peak memory. Tokens/s from the side-by-side measurement when the study
     made one (study/speed.py); otherwise the median over the second half of the pretraining's own
-    log, which is only comparable between variants that ran alone on an idle machine."""
+    log, which is only comparable between variants that ran alone on an idle machine, and only at
+    the thread count the run started with (a study gives a last running variant the freed cores)."""
     recs = res.curve["train"]
-    tail = recs[len(recs) // 2:] or recs
+    first = recs[0].get("threads") if recs else None
+    at_start = [r for r in recs if r.get("threads") == first]
+    tail = at_start[len(at_start) // 2:] or at_start
     tps = (res.speed["tokens_per_s"] if res.speed is not None
            else statistics.median(r["tokens_per_s"] for r in tail) if tail else float("nan"))
     return {"tokens_per_s": tps, "peak_memory_mb": max((r["peak_memory_mb"] for r in recs), default=float("nan"))}

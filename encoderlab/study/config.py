@@ -83,7 +83,8 @@ class ClaimRoles(Config):
     replace_mlm: str | None = "replace-mlm"
     all_tokens_mlm: str | None = "all-tokens-mlm"
     # Claim 9: embedding sharing. "shared" is the electra role unless share_shared names another
-    # variant (a study whose electra uses gdes, as claims-deep's does, runs a shared one beside it).
+    # variant (a study whose electra uses gdes, as claims-deep's does, runs a shared one beside it);
+    # here None means "the electra role", not "off".
     share_none: str | None = "electra-share-none"
     share_shared: str | None = None
     share_gdes: str | None = "electra-gdes"
@@ -155,8 +156,9 @@ class StudyConfig(Config):
     robustness: RobustnessConfig = dataclasses.field(default_factory=RobustnessConfig)
     # Pretrainings run at once, each its own process with `threads` torch threads (None: the
     # cores this process may use // pretrain_jobs; with one job, torch's default). On a CPU, two
-    # one-thread runs get more done than one run on two threads; the speed comparison is measured
-    # afterwards, side by side (study/speed.py), with the same thread count.
+    # one-thread runs get more done than one run on two threads; once nothing is left to start,
+    # the runs still going take up the freed cores (encoderlab/threads.py). The speed comparison
+    # is measured afterwards, side by side (study/speed.py), at `threads` threads.
     pretrain_jobs: int = 1
     threads: int | None = None
     # Fine-tunings (one checkpoint on one task, all its seeds) run at once, each in a worker
@@ -202,8 +204,16 @@ class StudyConfig(Config):
         jobs = jobs or self.pretrain_jobs
         if self.threads or jobs == 1:
             return self.threads
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return max(1, cores // jobs)
+        return max(1, self.cores() // jobs)
+
+    def cores(self) -> int | None:
+        """The cores the study's pretrainings share: threads x pretrain_jobs when threads is set,
+        else those this process may run on (not the host's); None with one job at torch's default."""
+        if self.threads:
+            return self.threads * self.pretrain_jobs
+        if self.pretrain_jobs == 1:
+            return None
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
     def variant(self, name: str) -> VariantSpec | None:
         return next((v for v in self.variants if v.name == name), None)

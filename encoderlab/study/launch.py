@@ -28,9 +28,12 @@ RECIPE_FILE = "study_recipe.yaml"
 
 
 def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int | None, budget: float,
-                 stages: Stages, progress: Progress, fingerprint: Callable[[PretrainConfig], str]) -> None:
-    """Pretrain every variant not done yet, up to ``jobs`` at once. After a failure no new variant
-    starts; the running ones finish, and the study stops naming the failures and their logs."""
+                 stages: Stages, progress: Progress, fingerprint: Callable[[PretrainConfig], str],
+                 cores: int | None = None) -> None:
+    """Pretrain every variant not done yet, up to ``jobs`` at once, each on ``threads`` threads.
+    Once nothing is left to start, the ``cores`` (default threads x jobs) of finished ones go to
+    those still running. After a failure no new variant starts; the running ones finish, and the
+    study stops naming the failures and their logs."""
     todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
     for name in todo:
         check_run_dir(name, recipes[name])
@@ -42,6 +45,8 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
 
     def reap(name: str, proc: subprocess.Popen, started: float) -> None:
         del running[name]
+        # A later `encoderlab pretrain` of this folder must not inherit the study's count.
+        (Path(recipes[name].trainer.run_dir) / THREADS_FILE).unlink(missing_ok=True)
         progress.advance(PRETRAIN_UNITS)
         if proc.returncode == 0:
             stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
@@ -66,7 +71,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
                 if proc.poll() is not None:
                     reap(name, proc, started)
             if threads and running and len(running) < jobs and not (todo and not failed):
-                spread_threads(recipes, running, threads * jobs, shares, progress)
+                spread_threads(recipes, running, cores or threads * jobs, shares, progress)
     except BaseException:
         for proc, _ in running.values():
             proc.send_signal(signal.SIGTERM)
@@ -129,9 +134,11 @@ def _tail(path: Path, lines: int = 15) -> str:
 def spread_threads(recipes: dict[str, PretrainConfig], running: dict, cores: int, shares: dict[str, int | None],
                    progress: Progress) -> None:
     """Give the cores of finished pretrainings to the ones still running, once nothing is left to
-    start: each running child reads its new count from its run directory at its next log step."""
-    share = max(1, cores // len(running))
-    for name in running:
+    start (the first running ones get the remainder): each running child reads its new count from
+    its run directory at its next log step."""
+    each, extra = divmod(cores, len(running))
+    for i, name in enumerate(running):
+        share = max(1, each + (i < extra))
         if shares.get(name) != share:
             write_threads(Path(recipes[name].trainer.run_dir), share)
             shares[name] = share
@@ -139,9 +146,16 @@ def spread_threads(recipes: dict[str, PretrainConfig], running: dict, cores: int
 
 
 def start_pretraining(recipe: PretrainConfig, env: dict, threads: int | None = None) -> subprocess.Popen:
-    """``encoderlab pretrain`` of one recipe in a child process, its output appended to pretrain.log.
-    Its threads file starts at the count it is launched with, so a file left by an earlier run of
-    the folder does not change it."""
+    """``encoderlab pretrain`` of one recipe in a child process, its output appended to pretrain.log."""
+    run_dir = prepare_run_dir(recipe, threads)
+    with open(run_dir / "pretrain.log", "a") as logf:  # the child keeps its own handle
+        return subprocess.Popen([sys.executable, "-m", "encoderlab", "pretrain", str(run_dir / RECIPE_FILE)],
+                                stdout=logf, stderr=subprocess.STDOUT, env=env)
+
+
+def prepare_run_dir(recipe: PretrainConfig, threads: int | None) -> Path:
+    """The run directory with the recipe the child reads, and a threads file at the count it is
+    launched with, so that a file left by an earlier run of the folder does not change it."""
     run_dir = Path(recipe.trainer.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     recipe.to_yaml(run_dir / RECIPE_FILE)
@@ -149,9 +163,7 @@ def start_pretraining(recipe: PretrainConfig, env: dict, threads: int | None = N
         write_threads(run_dir, threads)
     else:
         (run_dir / THREADS_FILE).unlink(missing_ok=True)
-    with open(run_dir / "pretrain.log", "a") as logf:  # the child keeps its own handle
-        return subprocess.Popen([sys.executable, "-m", "encoderlab", "pretrain", str(run_dir / RECIPE_FILE)],
-                                stdout=logf, stderr=subprocess.STDOUT, env=env)
+    return run_dir
 
 
 def run_pool(fn: Callable, items: list, *, jobs: int, threads: int | None, on_result: Callable,

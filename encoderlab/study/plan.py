@@ -21,7 +21,27 @@ from encoderlab.train.config import InitConfig, ModelSpec, PretrainConfig
 
 def plan(cfg: StudyConfig, data: dict, out: Path) -> dict[str, PretrainConfig]:
     """{variant name: its PretrainConfig}, in the study's order."""
+    check_networks(cfg)
     return {v.name: variant_recipe(cfg, v, data, out / "runs" / v.name) for v in cfg.variants}
+
+
+def check_networks(cfg: StudyConfig) -> None:
+    """Build every variant's networks on the meta device (no memory, no time), so that a model and
+    objective that do not go together stop the study before it starts, not when that variant's
+    pretraining does, possibly an hour in."""
+    import torch
+
+    from encoderlab.objectives import build_networks
+    from encoderlab.objectives.base import with_defaults
+    from encoderlab.train.init import resolve_model
+
+    for v in cfg.variants:
+        try:
+            model_cfg = resolve_model(family_model(cfg.base.model, v.model), InitConfig(), cfg.vocab_size)
+            with torch.device("meta"):
+                build_networks(model_cfg, with_defaults(v.objective, 3, (0, 1, 2, 3)))
+        except (ConfigError, ValueError) as e:
+            raise ConfigError(f"variant {v.name!r}: {e}") from None
 
 
 def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> PretrainConfig:
@@ -91,7 +111,7 @@ class FinetuneUnit:
     checkpoint: str
     task: TaskRef
     fingerprint: str
-    weight: float = 2.0  # its share of the ETA (finetune_weight), against a pretraining's PRETRAIN_UNITS
+    weight: float  # its share of the ETA (finetune_weight), against a pretraining's PRETRAIN_UNITS
 
     @property
     def stage(self) -> str:  # a name in stages.json, never read back
@@ -133,8 +153,8 @@ _FT_FIXED_SHARE = 0.74
 
 def finetune_weight(cfg: StudyConfig, recipe: PretrainConfig) -> float:
     """The ETA weight of one of this recipe's checkpoint-task pairs (every seed). A task's size is
-    unknown until it is read, so without max_train_examples it counts as 4,000 examples: the
-    ETA then corrects itself from the pairs that finish."""
+    unknown until it is read, so without max_train_examples it counts as 4,000 examples; the ETA's
+    one overall rate then absorbs the difference as pairs finish, for the rest of the study too."""
     from encoderlab.models.presets import preset
     from encoderlab.train.flops import encoder_flops
     from encoderlab.train.init import resolve_model

@@ -46,7 +46,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(cfg.finetune_fractions) + v.unshare)
                           * len(cfg.tasks) for v in cfg.variants)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
-                        stages=stages, progress=progress, fingerprint=recipe_fingerprint)
+                        stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
     finetune_all(cfg, recipes, data, stages, progress)
     results = StudyResults(config=cfg.to_dict(), data=data, baselines=measure.task_baselines(cfg, data),
                            mlm_baselines=mlm_baselines(recipes, stages, progress),

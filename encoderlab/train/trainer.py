@@ -24,7 +24,7 @@ from encoderlab.device import resolve_device
 from encoderlab.nn.encoder import Encoder
 from encoderlab.objectives import build_networks, build_objective, with_defaults
 from encoderlab.precision import autocast, resolve_for_encoder
-from encoderlab.threads import follow_threads
+from encoderlab.threads import ThreadsFollower
 from encoderlab.train import distributed
 from encoderlab.train.config import ModelSpec, PretrainConfig
 from encoderlab.train.data import describe, make_source
@@ -157,6 +157,7 @@ class Trainer:
     def fit(self) -> RunResult:
         t = self.cfg.trainer
         self.t0 = time.perf_counter()
+        self.threads = ThreadsFollower(self.run_dir)
         self.logger = MetricsLogger(self.run_dir, enabled=self.dist.is_main, progress=t.progress)
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -208,7 +209,7 @@ class Trainer:
 
     def _follow_threads(self) -> None:
         """Take up a thread count written to the run directory (a study does when cores free up)."""
-        said = follow_threads(self.run_dir)
+        said = self.threads.poll()
         if said is not None:
             self.logger.message(f"step {self.step}: {said}")
             self.logger.log("run", {"step": self.step, "threads": torch.get_num_threads()})
@@ -308,7 +309,7 @@ class Trainer:
                "elapsed_s": round(self.elapsed(), 3),
                "tokens_per_s": (self.tokens - self._last_log[1]) / dt, "skipped_steps": self.skipped,
                "peak_memory_mb": peak_memory_mb(self.device), "device": self.device.type,
-               "precision": self.precision.precision}
+               "precision": self.precision.precision, "threads": torch.get_num_threads()}
         for n, (num, den) in zip(names, vals):
             rec[n] = num / den if den else float("nan")
         self.logger.log("train", rec)
