@@ -155,7 +155,7 @@ def test_one_class_scores_are_what_a_constant_prediction_scores(tmp_path):
     assert one_class_scores(two, FinetuneConfig()) == pytest.approx(want)
     reg = dataclasses.replace(data, spec=data.spec.replace(kind="regression", labels=(), metrics=("pearson",),
                                                                    template=None, verbalizer=()))
-    assert one_class_scores(reg, FinetuneConfig()) == []
+    assert one_class_scores(reg, FinetuneConfig()) == [0.0]  # a constant has no correlation
 
 
 def test_finetune_device_is_checked(tmp_path):

@@ -28,6 +28,12 @@ def test_hand_computed_correlations():
 
 def test_degenerate_cases():
     assert M.matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0  # constant prediction: sklearn's convention
+    # A regression fine-tuning that collapsed to one value: the floor, not NaN (which stopped a study).
+    assert M.pearson([0.5, 0.5, 0.5], [1.0, 2.0, 4.0]) == 0.0 and M.spearman([3, 3, 3], [1, 2, 4]) == 0.0
+    from encoderlab.eval.common import spread
+
+    s = spread([0.1, float("nan"), 0.3])
+    assert s["n"] == 3 and all(math.isnan(s[k]) for k in ("median", "min", "max", "std"))
     assert M.f1_binary([0, 0], [0, 0]) == 0.0
 
 

@@ -6,6 +6,7 @@ Shape letters: B batch, T longest length in the batch.
 
 from __future__ import annotations
 
+import math
 import platform
 import statistics
 import sys
@@ -62,7 +63,11 @@ def collate(encoded: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
 
 # ---- results -------------------------------------------------------------------------------------
 def spread(values: list[float]) -> dict[str, float]:
-    """Median and spread over seeds (never the best of N)."""
+    """Median and spread over seeds (never the best of N). A non-finite value (a metric undefined
+    for some seed) makes every statistic NaN, shown as such, rather than stopping a study."""
+    if not all(math.isfinite(v) for v in values):
+        nan = float("nan")
+        return {"median": nan, "min": nan, "max": nan, "std": nan, "n": len(values)}
     return {"median": statistics.median(values), "min": min(values), "max": max(values),
             "std": statistics.stdev(values) if len(values) > 1 else 0.0, "n": len(values)}
 

@@ -186,9 +186,10 @@ def eval_scores(data: TaskData, cfg: FinetuneConfig, logits_of) -> dict[str, flo
 def one_class_scores(data: TaskData, cfg: FinetuneConfig) -> list[float]:
     """The task score of always predicting class c, for each class c, scored as a fine-tuned model
     is: the floor that a fine-tuning which collapsed to one class sits on (the best of them is the
-    majority-class baseline). Empty for regression, where a constant has no correlation."""
+    majority-class baseline). For regression, the one score of a constant prediction (0: a constant
+    has no correlation)."""
     if data.spec.kind == "regression":
-        return []
+        return [M.task_score(eval_scores(data, cfg, lambda exs: np.zeros((len(exs), 1))))]
     return [M.task_score(eval_scores(data, cfg, lambda exs, c=c: np.eye(data.num_labels)[[c] * len(exs)]))
             for c in range(data.num_labels)]
 

@@ -38,10 +38,12 @@ def matthews_corrcoef(pred, gold) -> float:
 
 
 def pearson(x, y) -> float:
+    """Pearson's r; 0 when undefined (a constant side: a regression fine-tuning that collapsed to one
+    value), as MCC is 0 for one predicted class, so that such a seed scores the floor, not NaN."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     x, y = x - x.mean(), y - y.mean()
     denom = np.sqrt((x @ x) * (y @ y))
-    return float("nan") if denom == 0 else float(x @ y / denom)
+    return 0.0 if denom == 0 else float(x @ y / denom)
 
 
 def rankdata(x) -> np.ndarray:
