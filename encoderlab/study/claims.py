@@ -158,13 +158,16 @@ def albert_quality(v: V, r: ClaimRoles) -> Claim:
         c.numbers.update({an: w["albert"]["median"], bn: w["bert"]["median"], f"{an} - {bn}": dw})
         c.compared += [bn, an]
     ok = False if ">" in signs else None if "~" in signs else True
+    # Each half's own reading goes in the note: a verdict of "inconclusive" may hide one half that holds.
+    halves = [f"ALBERT against BERT{f' at {len(signs)} widths' if len(signs) > 1 else ''}: "
+              + {True: "below", False: "above at a width", None: "within the noise"}[ok]]
     un = v[r.albert].final_score(unshared=True)
     if un:
         c2, d2 = compare(un, a)
         c.numbers.update({"albert unshared": un["median"], "unshared - shared": d2})
+        halves.append("unshared against shared: " + {">": "higher", "<": "lower", "~": "within the noise"}[c2])
         ok = None if (ok is None or c2 == "~") else ok and c2 == ">"
-    if len(signs) > 1:
-        c.note = f"ALBERT against BERT at {len(signs)} widths"
+    c.note = "; ".join(halves)
     c.verdict = _verdict(ok)
     return c
 
