@@ -81,7 +81,9 @@ def save_model(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path 
         for sub in ("generator", "discriminator"):
             _copy_tokenizer(tokenizer_dir, tmp / sub)
     else:
-        weights = {"": _save_network(model.state_dict(), cfg, tmp, "", files)}
+        # A network with gdes tables (an MLM ablation's MLM) is written with its effective tables.
+        state = _materialized_state(model) if hasattr(model, "encoder") else model.state_dict()
+        weights = {"": _save_network(state, cfg, tmp, "", files)}
     _copy_tokenizer(tokenizer_dir, tmp)
     for name, data in (extra_files or {}).items():
         (tmp / name).write_bytes(data)
@@ -106,9 +108,9 @@ def _save_network(state: dict, cfg: ModelConfig, root: Path, sub: str, files: di
     return kind
 
 
-def _materialized_state(disc: nn.Module) -> dict:
-    """The discriminator's state with its GDES tables written as plain tables E_G + delta."""
-    return materialize_gdes(disc.state_dict(), disc.encoder.embeddings, "encoder.embeddings.")
+def _materialized_state(net: nn.Module) -> dict:
+    """A network's state with its GDES tables (if any) written as plain tables E_G + delta."""
+    return materialize_gdes(net.state_dict(), net.encoder.embeddings, "encoder.embeddings.")
 
 
 def _dedupe(state: dict) -> dict:

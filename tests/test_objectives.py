@@ -162,9 +162,7 @@ def test_two_stage_without_freezing_warm_starts_the_discriminator_and_trains_bot
     assert model.discriminator.encoder.attention[0].qkv.weight.grad is not None
 
 
-def test_ablations_need_their_network_and_reject_gdes():
-    with pytest.raises(ConfigError, match="gdes"):
-        MLMPair(tiny_model("electra", embedding_sharing="gdes"))
+def test_ablations_need_their_network_and_take_every_sharing():
     with pytest.raises(ConfigError, match="kind: rtd"):
         ObjectiveConfig(kind="mlm", variant="replace_mlm")
     pair = build_networks(tiny_model("electra"), ObjectiveConfig(kind="rtd", variant="replace_mlm", **IDS))

@@ -48,13 +48,25 @@ def test_both_pair_kinds_share_the_same_tables_the_same_way(kind):
     assert apart.main.encoder.embeddings.word_embeddings is not apart.generator.encoder.embeddings.word_embeddings
 
 
-def test_gdes_wraps_every_table_and_mlm_pairs_refuse_it():
-    pair = ElectraPair(_electra("gdes"))
+@pytest.mark.parametrize("kind", [ElectraPair, MLMPair])
+def test_gdes_wraps_every_table_and_the_main_loss_reaches_only_the_deltas(kind):
+    """gdes for both pair kinds: the main network's tables are stopgrad(generator's) + delta, so a
+    loss on the main network alone (an MLM ablation's MLM: through its tied output layer too)
+    moves the deltas and leaves the generator's tables to the generator's own loss."""
+    pair = kind(_electra("gdes"))
     for name in SHARED_TABLES:
-        t = getattr(pair.discriminator.encoder.embeddings, name)
+        t = getattr(pair.main.encoder.embeddings, name)
         assert isinstance(t, GDESEmbedding) and t.source[0] is getattr(pair.generator.encoder.embeddings, name)
-    with pytest.raises(ValueError, match="not gdes"):
-        MLMPair(_electra("gdes"))
+    ids = torch.randint(5, 99, (2, 7), generator=torch.Generator().manual_seed(0))
+    out = pair.main(ids)
+    (out.logits if kind is MLMPair else out).float().pow(2).mean().backward()
+    g = pair.generator.encoder.embeddings
+    assert g.word_embeddings.weight.grad is None and g.position_embeddings.weight.grad is None
+    assert pair.main.encoder.embeddings.word_embeddings.delta.grad.abs().sum() > 0
+    if kind is MLMPair:  # the output layer reads E_G + delta, live
+        with torch.no_grad():
+            pair.mlm.encoder.embeddings.word_embeddings.delta.add_(1.0)
+        torch.testing.assert_close(pair.mlm.mlm_head.decoder_weight, g.word_embeddings.weight + 1.0)
 
 
 def test_unshare_of_an_mlm_pair_keeps_outputs_and_sharing():

@@ -470,9 +470,8 @@ def test_a_variant_whose_networks_cannot_be_built_stops_the_study_before_it_star
 
     cfg = StudyConfig.from_dict({"variants": [
         {"name": "bert", "model": {"preset": "bert-tiny"}},
-        {"name": "replace-mlm", "model": {"preset": "electra-tiny", "embedding_sharing": "gdes"},
-         "objective": {"kind": "rtd", "variant": "replace_mlm"}}]})
-    with pytest.raises(ConfigError, match="variant 'replace-mlm': .*not gdes"):
+        {"name": "rtd-bert", "model": {"preset": "bert-tiny"}, "objective": {"kind": "rtd"}}]})
+    with pytest.raises(ConfigError, match="variant 'rtd-bert': "):
         check_networks(cfg)
 
 

@@ -65,7 +65,7 @@ def test_no_weight_decay_on_biases_and_layer_norms():
 
 
 CASES = {k: v for k, v in objective_cases(two_stage_steps=8).items()
-         if k in ("bert-nsp", "bert-proposal", "electra-gdes", "replace-mlm", "two-stage")}
+         if k in ("bert-nsp", "bert-proposal", "electra-gdes", "replace-mlm", "replace-mlm-gdes", "two-stage")}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -84,10 +84,29 @@ def test_resume_from_a_checkpoint_reproduces_the_run_exactly(tmp_path, name):
         assert {k: v for k, v in ra.items() if k not in TIMING} == {k: v for k, v in rb.items() if k not in TIMING}
     assert read_metrics(tmp_path / "a", "eval")[-1] == read_metrics(tmp_path / "b", "eval")[-1]
     assert resumed.flops == full.flops and resumed.tokens == full.tokens
-    wa, wb = load_model(full.checkpoint if name != "replace-mlm" else tmp_path / "a/checkpoints/step-000016"), None
+    wa, wb = load_model(full.checkpoint if "replace-mlm" not in name else tmp_path / "a/checkpoints/step-000016"), None
     wb = load_model(resumed.checkpoint)
     for (ka, va), (kb, vb) in zip(wa.state_dict().items(), wb.state_dict().items()):
         assert ka == kb and torch.equal(va, vb)
+
+
+def test_an_mlm_ablation_with_gdes_saves_a_plain_mlm_that_fine_tunes(tmp_path):
+    """Replace-MLM of a gdes ELECTRA: its checkpoint is the MLM with effective tables (E_G + delta),
+    loadable on its own (fine-tuning, fill-mask, export) with the trained MLM's outputs, and a
+    classifier built from it starts from those weights."""
+    from encoderlab.eval.finetune import build_classifier
+
+    model, objective, _ = objective_cases(two_stage_steps=8)["replace-mlm-gdes"]
+    cfg = tiny_recipe(tmp_path, model(), dict(objective, **IDS), steps=6, checkpoint_every=0)
+    trainer = Trainer(cfg)
+    result = trainer.fit()
+    assert trainer.model.mlm.encoder.embeddings.word_embeddings.delta.abs().sum() > 0  # it trained
+    saved = load_model(result.checkpoint).eval()
+    ids = torch.randint(5, 99, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(saved(ids).logits, trainer.model.mlm.eval()(ids).logits, atol=1e-6, rtol=1e-6)
+        clf = build_classifier(saved, 2).eval()
+        torch.testing.assert_close(clf.encoder(ids).hidden, trainer.model.mlm.encoder(ids).hidden, atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")

@@ -57,14 +57,15 @@ class ElectraPair(Pair):
 
 class MLMPair(Pair):
     """Generator + an MLM the size of the discriminator, for the Replace-MLM / All-Tokens-MLM
-    ablations. Embedding sharing none or shared (gdes is ELECTRA's: refused)."""
+    ablations, with the embedding sharing of the ELECTRA they ablate. With gdes the MLM's tables
+    (its tied output layer included) are stopgrad(generator's) + its own deltas, so an ablation of
+    a gdes ELECTRA changes the objective alone. Its checkpoint holds the MLM with effective tables
+    (E_G + delta, a plain MLM for fine-tuning and export); the trainer keeps each delta itself."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         if cfg.head != "electra":
             raise ConfigError("MLMPair is built from an ELECTRA config (head: electra)")
-        if cfg.embedding_sharing == "gdes":
-            raise ConfigError("the MLM ablations support embedding_sharing none or shared, not gdes")
         self.config = cfg
         self.generator = MaskedLM(cfg.with_head("mlm", encoder=cfg.generator, generator=None))
         self.mlm = MaskedLM(cfg.with_head("mlm", generator=None))

@@ -30,10 +30,11 @@ from safetensors.torch import save as st_save
 from torch import nn
 
 from encoderlab.checkpoint import CheckpointError, load_model, save_model
-from encoderlab.models.pairs import MLMPair
+from encoderlab.models.pairs import MLMPair, gdes_tables
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
+MLM_DELTA = "mlm_gdes."  # trainer-state prefix of an MLM ablation's gdes deltas
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -45,6 +46,9 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, *, tensors: dict
     tmp = root / f".step-{step:06d}.tmp-{os.getpid()}"
     for stale in root.glob(".step-*"):  # left by a process killed while writing
         shutil.rmtree(stale, ignore_errors=True)
+    if isinstance(model, MLMPair):  # the checkpoint's MLM holds E_G + delta: keep each delta exactly
+        deltas = gdes_tables(model.mlm.encoder.embeddings)
+        tensors = {**tensors, **{f"{MLM_DELTA}{n}": t.delta for n, t in deltas.items()}}
     blob = st_save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()})
     info = dict(info, step=step, tensors_sha256=hashlib.sha256(blob).hexdigest())
     if isinstance(model, MLMPair):
@@ -115,6 +119,11 @@ def load_checkpoint(path: Path, model: nn.Module) -> tuple[dict, dict[str, torch
     except (SafetensorError, ValueError) as e:
         raise CheckpointError(f"{blob_file}: unreadable ({e})") from None
     load_weights(path, model)
+    if isinstance(model, MLMPair):
+        for n, t in gdes_tables(model.mlm.encoder.embeddings).items():
+            if f"{MLM_DELTA}{n}" in tensors:  # exact, where load_weights could only subtract E_G
+                with torch.no_grad():
+                    t.delta.copy_(tensors[f"{MLM_DELTA}{n}"])
     return info, tensors
 
 
@@ -122,7 +131,11 @@ def load_weights(path: Path, model: nn.Module) -> None:
     """Copy a checkpoint's weights (verified against their hashes) into an identical architecture."""
     if isinstance(model, MLMPair):
         model.generator.load_state_dict(load_model(path / "generator").state_dict())
-        model.mlm.load_state_dict(load_model(path).state_dict())
+        state = load_model(path).state_dict()
+        for n, t in gdes_tables(model.mlm.encoder.embeddings).items():  # effective table -> delta
+            key = f"encoder.embeddings.{n}"
+            state[key + ".delta"] = state.pop(key + ".weight") - t.source[0].weight.detach()
+        model.mlm.load_state_dict(state)
         return
     model.load_state_dict(load_model(path).state_dict())
 
