@@ -12,6 +12,7 @@ import torch
 from encoderlab.checkpoint import CheckpointError, load_model
 from encoderlab.config import ConfigError
 from encoderlab.train import OptimizerConfig, PretrainConfig, Trainer, pretrain
+from encoderlab.train.config import InitConfig
 from encoderlab.train.optim import lr_factor, param_groups
 from encoderlab.train.state import list_checkpoints
 from tests.pretrain_helpers import objective_cases, read_metrics, tiny_model, tiny_recipe
@@ -107,6 +108,14 @@ def test_an_mlm_ablation_with_gdes_saves_a_plain_mlm_that_fine_tunes(tmp_path):
         torch.testing.assert_close(saved(ids).logits, trainer.model.mlm.eval()(ids).logits, atol=1e-6, rtol=1e-6)
         clf = build_classifier(saved, 2).eval()
         torch.testing.assert_close(clf.encoder(ids).hidden, trainer.model.mlm.encoder(ids).hidden, atol=1e-6, rtol=1e-6)
+    # Continued pretraining from it into a fresh gdes pair: the MLM starts from the saved tables
+    # (each delta = saved table - the fresh generator's), not from zero deltas.
+    from encoderlab.train.init import initialize_from
+
+    fresh = Trainer(cfg.replace(trainer=cfg.trainer.replace(run_dir=str(tmp_path / "fresh")))).model
+    initialize_from(fresh, InitConfig(checkpoint=result.checkpoint))
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.mlm.eval()(ids).logits, saved(ids).logits, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")

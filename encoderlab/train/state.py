@@ -134,7 +134,8 @@ def load_weights(path: Path, model: nn.Module) -> None:
         state = load_model(path).state_dict()
         for n, t in gdes_tables(model.mlm.encoder.embeddings).items():  # effective table -> delta
             key = f"encoder.embeddings.{n}"
-            state[key + ".delta"] = state.pop(key + ".weight") - t.source[0].weight.detach()
+            w = state.pop(key + ".weight")  # on the CPU; the model may already be on a GPU
+            state[key + ".delta"] = w - t.source[0].weight.detach().to(w.device)
         model.mlm.load_state_dict(state)
         return
     model.load_state_dict(load_model(path).state_dict())
