@@ -69,6 +69,27 @@ def test_gdes_wraps_every_table_and_the_main_loss_reaches_only_the_deltas(kind):
         torch.testing.assert_close(pair.mlm.mlm_head.decoder_weight, g.word_embeddings.weight + 1.0)
 
 
+@pytest.mark.parametrize("kind", [ElectraPair, MLMPair])
+def test_unshare_of_a_gdes_pair_keeps_its_deltas_and_outputs(kind):
+    """Unsharing a gdes pair (convert --unshare) keeps each table's link to the generator and its
+    trained delta: the outputs are unchanged."""
+    cfg = _electra("gdes")
+    cfg = ModelConfig(family="electra", head="electra", encoder=tiny_encoder(num_layers=4, sharing="all"),
+                      generator=cfg.generator, embedding_sharing="gdes")
+    pair = kind(cfg).eval()
+    with torch.no_grad():
+        pair.main.encoder.embeddings.word_embeddings.delta.normal_()
+    ids = torch.randint(5, 99, (2, 7), generator=torch.Generator().manual_seed(0))
+    before = pair.main(ids)
+    unshare(pair)
+    after = pair.main(ids)
+    torch.testing.assert_close(after.logits if kind is MLMPair else after,
+                               before.logits if kind is MLMPair else before, atol=0, rtol=0)
+    t = pair.main.encoder.embeddings.word_embeddings
+    assert isinstance(t, GDESEmbedding) and t.source[0] is pair.generator.encoder.embeddings.word_embeddings
+    assert t.delta.abs().sum() > 0
+
+
 def test_unshare_of_an_mlm_pair_keeps_outputs_and_sharing():
     cfg = _electra("shared")
     cfg = ModelConfig(family="electra", head="electra", encoder=tiny_encoder(num_layers=4, sharing="all"),

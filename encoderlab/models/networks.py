@@ -139,8 +139,7 @@ def unshare(model: nn.Module) -> nn.Module:
         unshare(model.main)
         cfg = model.config
         model.config = dataclasses.replace(cfg, encoder=cfg.encoder.unshared(), generator=cfg.generator.unshared())
-        model.share_embeddings()
-        return model
+        return model  # both encoders kept their embeddings modules, so the sharing (gdes deltas too) stands
     model.encoder = model.encoder.unshare()
     model.config = dataclasses.replace(model.config, encoder=model.encoder.config)
     if isinstance(model, MaskedLM):

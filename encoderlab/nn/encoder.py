@@ -288,10 +288,13 @@ class Encoder(nn.Module):
         return EncoderOutput(hidden=x, pooled=pooled)
 
     def unshare(self) -> Encoder:
-        """A copy with independent layers (each a copy of the shared one): identical outputs."""
+        """A copy with independent layers (each a copy of the shared one): identical outputs. The
+        embeddings are not per layer: the copy takes this encoder's embeddings module itself, so
+        tables shared with another network (an ELECTRA pair's, plainly or through gdes deltas)
+        stay shared."""
         cfg = self.config.unshared()
         out = Encoder(cfg)
-        out.embeddings.load_state_dict(self.embeddings.state_dict())
+        out.embeddings = self.embeddings
         for i, (a, f) in enumerate(self._order):
             state = self.attention[a].state_dict()
             if out.attention[i].layer_norm is None:  # layer 0 never used the shared module's norm
