@@ -42,7 +42,7 @@ from encoderlab.errors import EncoderlabError
 from encoderlab.interop import hf
 from encoderlab.models.config import ModelConfig
 from encoderlab.models.networks import build_model
-from encoderlab.models.pairs import ElectraPair, gdes_tables, materialize_gdes
+from encoderlab.models.pairs import SHARED_TABLES, ElectraPair, gdes_deltas, gdes_tables, materialize_gdes
 
 META = "encoderlab.yaml"
 WEIGHTS = "model.safetensors"
@@ -240,13 +240,10 @@ def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
         disc = _read_network(path / "discriminator", disc_cfg, _weights_kind(meta, path, "discriminator"))
         if cfg.embedding_sharing == "gdes":
             extra = _load_safetensors(path / "extra.safetensors")
-            g = model.generator.encoder.embeddings
-            for n in gdes_tables(model.discriminator.encoder.embeddings):
-                key, effective = f"encoder.embeddings.{n}", disc.pop(f"encoder.embeddings.{n}.weight")
-                # Checkpoints written before the position and token-type tables were disentangled
-                # shared them plainly: their delta is the (zero) difference from the generator's.
-                delta = extra.get(f"discriminator.{n}.delta")
-                disc[key + ".delta"] = delta if delta is not None else effective - getattr(g, n).weight.detach()
+            # Checkpoints written before the position and token-type tables were disentangled shared
+            # them plainly: without a saved delta, it is the (zero) difference from the generator's.
+            exact = {n: extra[f"discriminator.{n}.delta"] for n in SHARED_TABLES if f"discriminator.{n}.delta" in extra}
+            gdes_deltas(disc, model.discriminator.encoder.embeddings, "encoder.embeddings.", exact)
         # Shared tables load twice with equal values; strict loading still checks every name.
         model.discriminator.load_state_dict(disc)
     else:

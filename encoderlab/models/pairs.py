@@ -124,6 +124,22 @@ def gdes_tables(embeddings: nn.Module) -> dict[str, GDESEmbedding]:
     return {n: t for n in SHARED_TABLES if isinstance(t := getattr(embeddings, n, None), GDESEmbedding)}
 
 
+def gdes_deltas(state: dict, embeddings: nn.Module, prefix: str, exact: dict | None = None) -> dict:
+    """The inverse of materialize_gdes: ``state`` with each plain table w of a GDES table written as
+    its delta, ``exact[name]`` where given (a delta saved itself), else w - E_G (E_G: the table's
+    generator source, as loaded now). Tables whose shape differs are left as they are (the caller
+    resizes or reports them)."""
+    for n, t in gdes_tables(embeddings).items():
+        key, base = f"{prefix}{n}", t.source[0].weight.detach()
+        w = state.get(key + ".weight")
+        if w is None or (key + ".delta") in state or w.shape != base.shape:
+            continue
+        del state[key + ".weight"]
+        given = (exact or {}).get(n)
+        state[key + ".delta"] = given if given is not None else w - base.to(w.device)  # w may be on the CPU
+    return state
+
+
 def materialize_gdes(state: dict, embeddings: nn.Module, prefix: str) -> dict:
     """``state`` with each GDES table written as a plain table E_G + delta, as transformers (and a
     classifier fine-tuned from the discriminator) expect; ``prefix`` locates the embeddings."""

@@ -10,7 +10,7 @@ from torch import nn
 from encoderlab.checkpoint import load_config, load_model
 from encoderlab.config import ConfigError
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.pairs import Pair, deployed, gdes_tables
+from encoderlab.models.pairs import Pair, deployed, gdes_deltas
 from encoderlab.models.presets import preset
 from encoderlab.train.config import InitConfig, ModelSpec
 
@@ -77,11 +77,8 @@ def _copy(src: nn.Module, dst: nn.Module, init: InitConfig, label: str) -> list[
     # A gdes table holds a delta over the generator's (copied first): a checkpoint's plain table w
     # becomes delta = w - E_G, so the network starts from w, not from a fresh zero delta.
     embeddings = getattr(getattr(dst, "encoder", None), "embeddings", None)
-    for n, t in (gdes_tables(embeddings) if embeddings is not None else {}).items():
-        key, base = f"encoder.embeddings.{n}", t.source[0].weight.detach()
-        if key + ".weight" in s and key + ".delta" not in s and s[key + ".weight"].shape == base.shape:
-            w = s.pop(key + ".weight")
-            s[key + ".delta"] = w - base.to(w.device)
+    if embeddings is not None:
+        s = gdes_deltas(s, embeddings, "encoder.embeddings.")
     for k, v in d.items():
         if k not in s:
             notes.append(f"{label}: {k} not in the checkpoint (kept its fresh initialization)")

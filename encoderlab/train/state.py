@@ -30,7 +30,7 @@ from safetensors.torch import save as st_save
 from torch import nn
 
 from encoderlab.checkpoint import CheckpointError, load_model, save_model
-from encoderlab.models.pairs import MLMPair, gdes_tables
+from encoderlab.models.pairs import MLMPair, gdes_deltas, gdes_tables
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
@@ -131,12 +131,9 @@ def load_weights(path: Path, model: nn.Module) -> None:
     """Copy a checkpoint's weights (verified against their hashes) into an identical architecture."""
     if isinstance(model, MLMPair):
         model.generator.load_state_dict(load_model(path / "generator").state_dict())
-        state = load_model(path).state_dict()
-        for n, t in gdes_tables(model.mlm.encoder.embeddings).items():  # effective table -> delta
-            key = f"encoder.embeddings.{n}"
-            w = state.pop(key + ".weight")  # on the CPU; the model may already be on a GPU
-            state[key + ".delta"] = w - t.source[0].weight.detach().to(w.device)
-        model.mlm.load_state_dict(state)
+        # The saved MLM holds effective tables; a gdes MLM takes them as deltas over the generator's.
+        model.mlm.load_state_dict(gdes_deltas(load_model(path).state_dict(), model.mlm.encoder.embeddings,
+                                              "encoder.embeddings."))
         return
     model.load_state_dict(load_model(path).state_dict())
 
