@@ -253,6 +253,21 @@ def test_claim_verdicts_follow_the_numbers():
     assert _by_claim(evaluate_claims(v))[5].verdict == "does not hold"
 
 
+def test_electra_compute_fraction_is_read_at_the_fine_tuned_fractions():
+    """Claim 5's "1/4 of the compute" half: the first fine-tuned fraction at which ELECTRA reaches
+    BERT's final median; none when it stays below at every one, and the note says so."""
+    v = {"bert": _variant(0.80), "electra": _variant(0.85)}
+    v["electra"].finetune[FinetuneKey("demo", 0.25)] = {"score": {"median": 0.81, "std": 0.01, "n": 3}}
+    v["electra"].checkpoints[0.25] = Checkpoint("", 1, 0.25, 0.25)
+    c = _by_claim(evaluate_claims(v))[5]
+    assert c.numbers["fraction of the budget at which ELECTRA matches BERT's final score"] == 0.25
+    assert "(0.25, 1)" in c.note
+    v["electra"] = _variant(0.78)
+    c = _by_claim(evaluate_claims(v))[5]
+    assert c.numbers["fraction of the budget at which ELECTRA matches BERT's final score"] is None
+    assert "does not match BERT within this budget" in c.note
+
+
 def test_albert_quality_claim_reads_every_width_pair():
     """Claim 4 holds only when ALBERT is below BERT at each width the study ran; above at one width,
     it does not hold; within noise at one, it is inconclusive."""

@@ -185,7 +185,12 @@ def electra_beats_bert(v: V, r: ClaimRoles) -> Claim:
     c.numbers = {"electra": e["median"], "bert": b["median"], "electra - bert": d,
                  "fraction of the budget at which ELECTRA matches BERT's final score": match}
     c.verdict = _verdict(None if cmp == "~" else cmp == ">")
-    c.note = "the matching fraction is only resolved at the fine-tuned fractions"
+    fracs = ", ".join(f"{f:g}" for f in v[r.electra].finetuned_fractions())
+    if match is None:  # the "1/4 of the compute" half answered: not within this budget
+        c.note = f"ELECTRA is below BERT's final score at every fine-tuned fraction ({fracs}): it does not " \
+                 "match BERT within this budget"
+    else:
+        c.note = f"the matching fraction is resolved at the fine-tuned fractions only ({fracs})"
     return c
 
 
