@@ -571,6 +571,34 @@ def test_eta_counts_work_under_way(tmp_path, monkeypatch):
     assert pretraining_share(tmp_path) == 1.0
 
 
+def test_eta_extrapolates_the_phase_under_way_once_it_has_finished_work(monkeypatch):
+    """After the pretrainings, the ETA follows the fine-tunings' own rate as soon as one is done,
+    not the rate the pretraining phase set (their relative weights are only roughly calibrated)."""
+    from encoderlab.study import progress as prog
+
+    now = [0.0]
+    monkeypatch.setattr(prog.time, "perf_counter", lambda: now[0])
+    p = Progress(30, lambda _: None, heartbeat_s=None)
+    now[0] = 1000.0
+    p.advance(20)  # two pretrainings took 1000 s: 50 s a unit
+    p.new_phase()
+    assert p.eta() == " 1000s elapsed, ~500s left"  # nothing done in this phase yet: the overall rate
+    now[0] = 1100.0
+    p.advance(5)  # five fine-tuning units in 100 s: 20 s a unit
+    assert p.eta() == " 1100s elapsed, ~100s left"
+    p.advance(2, cached=True)  # found done: counts as done, not as a rate
+    assert p.eta() == " 1100s elapsed, ~60s left"
+
+
+def test_measurement_eta_weight_shrinks_with_the_budget():
+    from encoderlab.study.plan import measure_weight
+
+    bert = {"name": "bert", "model": {"preset": "bert-tiny"}}
+    cfg = StudyConfig.from_dict({"budget_flops": 5e13, "variants": [bert]})
+    assert measure_weight(cfg) == pytest.approx(1.0)
+    assert measure_weight(cfg.replace(budget_flops=1.72e14)) == pytest.approx(0.29, abs=0.01)
+
+
 def test_fine_tuning_eta_weight_grows_with_the_model_and_shrinks_with_the_budget():
     """A fine-tuning's ETA weight follows what was measured (plan.finetune_weight): about a quarter
     of a pair's cost grows with its encoder's FLOPs, the rest is fixed; against a pretraining's

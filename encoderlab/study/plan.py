@@ -164,3 +164,12 @@ def finetune_weight(cfg: StudyConfig, recipe: PretrainConfig) -> float:
     examples = cfg.seeds * (cfg.finetune.epochs or 3) * (cfg.finetune.max_train_examples or 4000)
     return (_FT_REF_UNITS * (_FT_FIXED_SHARE + (1 - _FT_FIXED_SHARE) * ratio) * examples / _FT_REF_EXAMPLES
             * _FT_REF_BUDGET / cfg.budget_flops)
+
+
+def measure_weight(cfg: StudyConfig) -> float:
+    """The ETA weight of a variant's measurements (size, minimal pairs at every checkpoint), and of
+    the side-by-side speed stage and the report: about a minute whatever the budget, so against a
+    pretraining's fixed units it shrinks as the budget grows. One unit at 5e13 FLOPs; claims-deep
+    (1.72e14) measured about 40 s a variant against 113 s a unit of its pretraining, 0.35 units,
+    where this gives 0.29 (a flat unit each had put its measurements at 9 minutes; they took 2)."""
+    return _FT_REF_BUDGET / cfg.budget_flops

@@ -34,6 +34,10 @@ class Progress:
         # done and worked for the ETA, else a stage of long jobs would set the rate from the jobs
         # finished alone and overstate the time left (2-3x while two pretrainings run).
         self.partial: Callable[[], float] | None = None
+        # The rate of the phase under way (fine-tuning, measuring) once it has finished some work:
+        # its units are calibrated against pretraining's only roughly (plan.finetune_weight), so a
+        # rate set by a long pretraining phase misjudges what follows it (2x in claims-deep).
+        self.phase_start, self.phase_worked = self.start, 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
@@ -51,6 +55,11 @@ class Progress:
         self.done += units
         if not cached:
             self.worked += units
+            self.phase_worked += units
+
+    def new_phase(self) -> None:
+        """Work of another kind starts: once it has finished some, the ETA extrapolates its rate."""
+        self.phase_start, self.phase_worked = time.perf_counter(), 0.0
 
     def eta(self) -> str:
         elapsed = time.perf_counter() - self.start
@@ -60,7 +69,11 @@ class Progress:
             partial = 0.0
         if self.worked + partial <= 0:
             return f"{elapsed:5.0f}s elapsed"
-        remaining = elapsed * max(self.total - self.done - partial, 0) / (self.worked + partial)
+        left = max(self.total - self.done - partial, 0)
+        if self.phase_worked > 0 and self.phase_start > self.start:
+            remaining = (time.perf_counter() - self.phase_start) * left / self.phase_worked
+        else:
+            remaining = elapsed * left / (self.worked + partial)
         return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"
 
     def close(self) -> None:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, VariantSpec
-from encoderlab.study.plan import FinetuneUnit, finetune_units, finetune_weight, plan, recipe_fingerprint
+from encoderlab.study.plan import (
+    FinetuneUnit,
+    finetune_units,
+    finetune_weight,
+    measure_weight,
+    plan,
+    recipe_fingerprint,
+)
 from encoderlab.study.probes import run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.results import StudyResults, VariantResult
@@ -30,7 +37,7 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     stages = Stages(out / "stages.json")
     # Units for the ETA: PRETRAIN_UNITS per variant pretraining (the bulk), smaller ones for the rest;
     # the fine-tunings' weights are set once the plan is known (plan.finetune_weight).
-    progress = Progress(len(cfg.variants) * (PRETRAIN_UNITS + 1) + 2, log)
+    progress = Progress(len(cfg.variants) * (PRETRAIN_UNITS + measure_weight(cfg)) + 2 * measure_weight(cfg), log)
     try:
         return _run_stages(cfg, out, stages, progress)
     finally:
@@ -47,6 +54,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                           * len(cfg.tasks) for v in cfg.variants)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
+    progress.new_phase()
     finetune_all(cfg, recipes, data, stages, progress)
     results = StudyResults(config=cfg.to_dict(), data=data, baselines=measure.task_baselines(cfg, data),
                            mlm_baselines=mlm_baselines(recipes, stages, progress),
@@ -196,7 +204,7 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig, data: 
         progress.stage(f"measure {v.name}: size, parameters, minimal pairs")
         m = measure.measure_model(res.checkpoints[max(cfg.eval_fractions)].path, cfg, data)
         stages.put(key, mfp, m)
-    progress.advance(1, cached=cached)
+    progress.advance(measure_weight(cfg), cached=cached)
     res.measure = m
     if cfg.minimal_pairs != "off":
         res.measure = {**m, "zeroshot": zeroshot_curve(cfg, v, res, data, stages, fp, progress)}
@@ -256,7 +264,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
         finally:
             torch.set_num_threads(before)
         stages.put("speed", key_fp, got)
-    progress.advance(1, cached=cached)
+    progress.advance(measure_weight(cfg), cached=cached)
     for name, r in variants.items():
         if name in got["train"]:
             r.speed = {"threads": got["threads"], **got["train"][name]}
