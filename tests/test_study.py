@@ -265,7 +265,7 @@ def test_electra_compute_fraction_is_read_at_the_fine_tuned_fractions():
     v["electra"] = _variant(0.78)
     c = _by_claim(evaluate_claims(v))[5]
     assert c.numbers["fraction of the budget at which ELECTRA matches BERT's final score"] is None
-    assert "does not match BERT within this budget" in c.note
+    assert "no fraction of this budget matched it" in c.note
 
 
 def test_albert_quality_claim_reads_every_width_pair():
@@ -478,6 +478,35 @@ def test_every_shipped_study_file_loads():
         cfg = load_study(name)
         assert cfg.variants and cfg.budget_flops > 0, name
         check_networks(cfg)  # every variant's model and objective go together
+
+
+def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant(monkeypatch):
+    """Parts of one study (docs/studies/claims-deep, -electra, -ablations, ..., -all) share an out_dir
+    and so their stages: a variant they both name must have the same recipe, or the second part
+    would pretrain it again over the first's run."""
+    from collections import defaultdict
+
+    from encoderlab.data import store
+    from encoderlab.study.cli import load_study
+    from encoderlab.study.plan import plan, recipe_fingerprint
+
+    vocab = [0]
+
+    class Store:  # the recipe reads only the store's vocabulary size: the study's own
+        def __init__(self, path):
+            self.vocab_size = vocab[0]
+
+    monkeypatch.setattr(store, "TokenStore", Store)
+    data = {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
+    seen = defaultdict(dict)  # out_dir -> variant -> (fingerprint, file)
+    for path in sorted(DOC_STUDIES.glob("*/study.yaml")):
+        cfg = load_study(str(path))
+        vocab[0] = cfg.vocab_size
+        for name, recipe in plan(cfg, data, Path(cfg.out_dir)).items():
+            fp = recipe_fingerprint(recipe)
+            first = seen[cfg.out_dir].setdefault(name, (fp, path.parent.name))
+            assert first[0] == fp, f"{name} in {path.parent.name} differs from {first[1]} (out_dir {cfg.out_dir})"
+    assert len(seen["runs/claims-deep"]) == 17
 
 
 def test_a_variant_whose_networks_cannot_be_built_stops_the_study_before_it_starts():

@@ -187,8 +187,8 @@ def electra_beats_bert(v: V, r: ClaimRoles) -> Claim:
     c.verdict = _verdict(None if cmp == "~" else cmp == ">")
     fracs = ", ".join(f"{f:g}" for f in v[r.electra].finetuned_fractions())
     if match is None:  # the "1/4 of the compute" half answered: not within this budget
-        c.note = f"ELECTRA is below BERT's final score at every fine-tuned fraction ({fracs}): it does not " \
-                 "match BERT within this budget"
+        c.note = f"ELECTRA's median is below BERT's final median at every fine-tuned fraction ({fracs}): " \
+                 "no fraction of this budget matched it"
     else:
         c.note = f"the matching fraction is resolved at the fine-tuned fractions only ({fracs})"
     return c

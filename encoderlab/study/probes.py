@@ -16,24 +16,39 @@ A probe is off while its task is unset (StudyConfig.generation_task / robustness
 from __future__ import annotations
 
 from encoderlab.study.config import StudyConfig
-from encoderlab.study.plan import recipe_fingerprint
+from encoderlab.study.plan import finetune_weight, recipe_fingerprint
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
 from encoderlab.study.stages import Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
 
+def planned_probes(cfg: StudyConfig) -> list[tuple[str, str, str | None]]:
+    """(kind, variant, network) of every probe the study runs, in order."""
+    roles, names = cfg.roles, {v.name for v in cfg.variants}
+    todo = []
+    if cfg.generation_task:
+        todo += [("generation", n, net) for n, net in
+                 ((roles.bert, "mlm"), (roles.electra, "generator"), (roles.electra, "discriminator")) if n in names]
+    if cfg.robustness_task:
+        todo += [("robustness", n, None) for n in (roles.bert, roles.electra) if n in names]
+    return todo
+
+
+def probe_weight(cfg: StudyConfig, recipe: PretrainConfig, kind: str) -> float:
+    """A probe's ETA weight: it fine-tunes every seed as a checkpoint-task pair does, generation for
+    its own epochs and examples (decoding its few hundred eval examples is small beside training)."""
+    w = finetune_weight(cfg, recipe)
+    if kind == "generation":
+        g, f = cfg.generation, cfg.finetune
+        w *= g.epochs * (g.max_train_examples or 4000) / ((f.epochs or 3) * (f.max_train_examples or 4000))
+    return w
+
+
 def run_probes(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants: dict[str, VariantResult],
                data: dict, stages: Stages, progress: Progress) -> None:
-    roles = cfg.roles
-    if cfg.generation_task:
-        for name, network in ((roles.bert, "mlm"), (roles.electra, "generator"), (roles.electra, "discriminator")):
-            if name in variants:
-                _probe(cfg, "generation", name, network, recipes[name], variants[name], data, stages, progress)
-    if cfg.robustness_task:
-        for name in (roles.bert, roles.electra):
-            if name in variants:
-                _probe(cfg, "robustness", name, None, recipes[name], variants[name], data, stages, progress)
+    for kind, name, network in planned_probes(cfg):
+        _probe(cfg, kind, name, network, recipes[name], variants[name], data, stages, progress)
 
 
 def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: PretrainConfig,
@@ -44,10 +59,12 @@ def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: 
     key = f"{kind}:{name}" + (f":{network}" if network else "")
     fp = fingerprint(recipe_fingerprint(recipe), ck, settings, cfg.seeds)
     got = stages.get(key, fp)
+    cached = got is not None
     if got is None:
         progress.stage(f"{kind} probe: {name}" + (f" ({network})" if network else "") + f", {cfg.seeds} seeds")
         got = _generation(cfg, ck, network, data) if kind == "generation" else _robustness(cfg, ck, data)
         stages.put(key, fp, got)
+    progress.advance(probe_weight(cfg, recipe, kind), cached=cached)
     probe = dict(res.measure.get(kind, {}))
     if network:
         probe[network] = got

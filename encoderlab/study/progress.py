@@ -58,8 +58,11 @@ class Progress:
             self.phase_worked += units
 
     def new_phase(self) -> None:
-        """Work of another kind starts: once it has finished some, the ETA extrapolates its rate."""
-        self.phase_start, self.phase_worked = time.perf_counter(), 0.0
+        """Work of another kind starts: once it has finished some, the ETA extrapolates its rate.
+        Jobs that run side by side (two fine-tunings) finish in bursts, so the first rate read in a
+        phase may be up to twice too slow until the next results land."""
+        with self._lock:  # the heartbeat thread reads both
+            self.phase_start, self.phase_worked = time.perf_counter(), 0.0
 
     def eta(self) -> str:
         elapsed = time.perf_counter() - self.start
@@ -70,8 +73,9 @@ class Progress:
         if self.worked + partial <= 0:
             return f"{elapsed:5.0f}s elapsed"
         left = max(self.total - self.done - partial, 0)
-        if self.phase_worked > 0 and self.phase_start > self.start:
-            remaining = (time.perf_counter() - self.phase_start) * left / self.phase_worked
+        phase_start, phase_worked = self.phase_start, self.phase_worked  # one read: the main thread resets them
+        if phase_worked > 0 and phase_start > self.start:
+            remaining = (time.perf_counter() - phase_start) * left / phase_worked
         else:
             remaining = elapsed * left / (self.worked + partial)
         return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"

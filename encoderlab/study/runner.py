@@ -23,7 +23,7 @@ from encoderlab.study.plan import (
     plan,
     recipe_fingerprint,
 )
-from encoderlab.study.probes import run_probes
+from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.results import StudyResults, VariantResult
 from encoderlab.study.stages import Stages, fingerprint
@@ -52,6 +52,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     recipes = plan(cfg, data, out)
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(cfg.finetune_fractions) + v.unshare)
                           * len(cfg.tasks) for v in cfg.variants)
+    progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
     progress.new_phase()
@@ -64,6 +65,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     run_probes(cfg, recipes, results.variants, data, stages, progress)
     progress.stage("writing the report")
     report = write_report(cfg, results, out)
+    progress.advance(measure_weight(cfg))
     progress.stage(f"done: {out / 'report.md'}")
     return report
 
