@@ -36,7 +36,7 @@ class Progress:
         self.partial: Callable[[], float] | None = None
         # The rate of the phase under way (fine-tuning, measuring) once it has finished some work:
         # its units are calibrated against pretraining's only roughly (plan.finetune_weight), so a
-        # rate set by a long pretraining phase misjudges what follows it (2x in claims-deep).
+        # rate set by a long pretraining phase misjudges what follows it (2.4x in claims-deep).
         self.phase_start, self.phase_worked = self.start, 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
