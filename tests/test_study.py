@@ -480,7 +480,7 @@ def test_every_shipped_study_file_loads():
         check_networks(cfg)  # every variant's model and objective go together
 
 
-def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant(monkeypatch):
+def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_and_the_builtin(monkeypatch):
     """Parts of one study (docs/studies/claims-deep, -electra, -ablations, ..., -all) share an out_dir
     and so their stages: a variant they both name must have the same recipe, or the second part
     would pretrain it again over the first's run."""
@@ -507,6 +507,13 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant(
             first = seen[cfg.out_dir].setdefault(name, (fp, path.parent.name))
             assert first[0] == fp, f"{name} in {path.parent.name} differs from {first[1]} (out_dir {cfg.out_dir})"
     assert len(seen["runs/claims-deep"]) == 17
+    # The built-in claims study is that study, with the user's own corpus and task paths: the
+    # committed parts are its results on English Wikipedia only while it plans the same recipes
+    # (run_dir is under the out_dir, so both are planned into one).
+    builtin = load_study("claims")
+    vocab[0] = builtin.vocab_size
+    fingerprints = {name: recipe_fingerprint(r) for name, r in plan(builtin, data, Path("runs/claims-deep")).items()}
+    assert fingerprints == {name: fp for name, (fp, _) in seen["runs/claims-deep"].items()}
 
 
 def test_a_variant_whose_networks_cannot_be_built_stops_the_study_before_it_starts():

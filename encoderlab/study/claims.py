@@ -1,6 +1,6 @@
 """The claims, each a small function from the variants' results to its numbers and a verdict.
 
-A claim reads the variants that play its roles (StudyConfig.roles: the built-in claims study's names
+A claim reads the variants that play its roles (StudyConfig.roles: the variant names the studies use
 by default, a user study's own names where it maps them); a claim whose variants are absent is
 reported as "not run". Verdicts: "holds", "does not hold", or "inconclusive" when the difference is
 within seed noise (the larger of the two seed standard deviations, and at least half a point).

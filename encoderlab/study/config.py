@@ -66,8 +66,9 @@ class TaskRef(Config):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClaimRoles(Config):
-    """Which variant plays which part in the claims (study/claims.py). The defaults are the built-in
-    claims study's names; a study with its own names maps them here, and a role whose variant the
+    """Which variant plays which part in the claims (study/claims.py). The defaults are the names the
+    studies' variants use (the built-in claims study's electra has gdes sharing, so it names its two
+    sharing roles itself); a study with its own names maps them here, and a role whose variant the
     study lacks leaves its claims "not run". None switches a role off."""
 
     bert: str | None = "bert"
