@@ -191,6 +191,34 @@ def test_replace_mlm_inputs_carry_generator_samples_not_mask():
     assert seen["positions"].numel() == batch["attention_mask"].sum().item() == allt.num_predicted
 
 
+def test_all_tokens_mlm_reports_its_accuracy_at_the_masked_positions_apart():
+    """All-Tokens-MLM's accuracy over every token counts copies of unreplaced inputs; the one at the
+    masked positions must be the same MLM's predictions there, scored as Replace-MLM's are."""
+    from encoderlab.objectives import mask_batch
+
+    ocfg = ObjectiveConfig(kind="rtd", variant="all_tokens_mlm", **IDS)
+    pair = build_networks(tiny_model("electra"), ocfg)
+    batch = _batch()
+    seen = {}
+    orig = pair.mlm.forward
+
+    def spy(*a, **k):
+        seen["out"] = orig(*a, **k)
+        return seen["out"]
+
+    pair.mlm.forward = spy
+    out = build_objective(ocfg)(pair, batch, torch.Generator().manual_seed(0))
+    # The masked positions as the objective drew them: the same generator state, the same call.
+    m = mask_batch(batch, ocfg, pair.config.encoder.vocab_size, torch.Generator().manual_seed(0))
+    real = batch["attention_mask"].view(-1).nonzero().squeeze(1)  # (N,) where the MLM predicted
+    rows = torch.searchsorted(real, m.positions)
+    pred = seen["out"].logits.argmax(-1).index_select(0, rows)
+    hits, n = out.metrics["mlm_masked_accuracy"]
+    assert n == m.positions.numel() > 0
+    assert hits == (pred == batch["input_ids"].view(-1)[m.positions]).sum()
+    assert out.metrics["mlm_accuracy"][1] == real.numel()
+
+
 # ---- overfit one batch -------------------------------------------------------------------------
 OVERFIT = {
     # name: (model, objective fields, pairs, {metric: threshold})

@@ -380,6 +380,8 @@ def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
     atm = VariantResult(name="atm", spec={"objective": {"variant": "all_tokens_mlm"}}, run_dir="",
                         curve={"train": [], "eval": [{"eval_mlm_accuracy": 0.8}]})
     assert plateau_accuracy(atm) is None and left_plateau(atm, base) is None  # its accuracy counts copies
+    atm.curve["eval"][0]["eval_mlm_masked_accuracy"] = 0.2  # recorded: the masked positions decide
+    assert plateau_accuracy(atm) == 0.2 and left_plateau(atm, base) is True
 
 
 def test_report_marks_fine_tunings_that_collapsed_to_one_class():

@@ -148,6 +148,11 @@ class RTDObjective:
         loss, logp = mlm_loss(logits, targets)
         metrics["mlm_loss"] = mean_metric(loss)
         metrics["mlm_accuracy"] = accuracy_sums(logp, targets)
+        if self.cfg.variant == "all_tokens_mlm":
+            # Over every token the accuracy counts copies of unreplaced inputs; at the masked
+            # positions alone it is Replace-MLM's measure, the one a plateau is read from.
+            at = torch.searchsorted(where, positions)  # (M,) masked positions are real tokens
+            metrics["mlm_masked_accuracy"] = accuracy_sums(logp.index_select(0, at), targets.index_select(0, at))
         return loss, where.numel()
 
 

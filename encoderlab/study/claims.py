@@ -71,12 +71,13 @@ def steady_train(res: VariantResult) -> dict:
 
 def plateau_accuracy(res: VariantResult) -> float | None:
     """The held-out accuracy that says whether a variant learned from context: that of the MLM which is
-    fine-tuned (BERT, ALBERT, Replace-MLM) at its masked positions, else an ELECTRA's generator's (its
-    discriminator can only learn what the generator's replacements make learnable). None for
-    All-Tokens-MLM, whose MLM accuracy counts every token, copies included."""
-    if res.objective().get("variant") == "all_tokens_mlm":
-        return None
+    fine-tuned (BERT, ALBERT, Replace-MLM, All-Tokens-MLM) at its masked positions, else an ELECTRA's
+    generator's (its discriminator can only learn what the generator's replacements make learnable).
+    None for an All-Tokens-MLM run evaluated before its masked-position accuracy was recorded: its
+    accuracy over every token counts copies of the input."""
     ev = res.final_eval()
+    if res.objective().get("variant") == "all_tokens_mlm":
+        return ev.get("eval_mlm_masked_accuracy")
     return ev.get("eval_mlm_accuracy", ev.get("eval_gen_accuracy"))
 
 

@@ -90,10 +90,11 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     if any("zeroshot" in r.measure for r in V.values()):
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for name, r in V.items():
-            ev = [e for e in r.curve["eval"] if "eval_mlm_accuracy" in e or "eval_gen_accuracy" in e]
-            if ev and r.objective().get("variant") != "all_tokens_mlm":
-                ax[0].plot([e["flops"] for e in ev], [e.get("eval_mlm_accuracy", e.get("eval_gen_accuracy"))
-                                                      for e in ev], label=name, **style[name])
+            key = ("eval_mlm_masked_accuracy",) if r.objective().get("variant") == "all_tokens_mlm" else (
+                "eval_mlm_accuracy", "eval_gen_accuracy")  # All-Tokens-MLM's over every token counts copies
+            ev = [(e["flops"], next(e[k] for k in key if k in e)) for e in r.curve["eval"] if any(k in e for k in key)]
+            if ev:
+                ax[0].plot(*zip(*ev), label=name, **style[name])
             zs = sorted(r.measure.get("zeroshot", {}).values(), key=lambda z: z["flops"])
             for net, ls in (("mlm", "-"), ("generator", "-"), ("discriminator", "--")):
                 pts = [(z["flops"], z["minimal_pairs"][net]["accuracy"]) for z in zs if net in z["minimal_pairs"]]
