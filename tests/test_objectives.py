@@ -193,30 +193,36 @@ def test_replace_mlm_inputs_carry_generator_samples_not_mask():
 
 def test_all_tokens_mlm_reports_its_accuracy_at_the_masked_positions_apart():
     """All-Tokens-MLM's accuracy over every token counts copies of unreplaced inputs; the one at the
-    masked positions must be the same MLM's predictions there, scored as Replace-MLM's are."""
+    masked positions must score the MLM's predictions there alone. An MLM that is right exactly off
+    the masked positions scores 0 there and (N - M) / N overall; one right exactly on them, 1 and M / N."""
+    from encoderlab.models.networks import MaskedLMOutput
     from encoderlab.objectives import mask_batch
 
     ocfg = ObjectiveConfig(kind="rtd", variant="all_tokens_mlm", **IDS)
     pair = build_networks(tiny_model("electra"), ocfg)
     batch = _batch()
-    seen = {}
-    orig = pair.mlm.forward
+    V = pair.config.encoder.vocab_size
+    m = mask_batch(batch, ocfg, V, torch.Generator().manual_seed(0))  # as the objective draws them
+    real = batch["attention_mask"].view(-1).nonzero().squeeze(1)  # (N,) the rows the MLM predicts
+    originals = batch["input_ids"].view(-1)
+    is_masked = torch.isin(real, m.positions)  # (N,)
+    N, M = real.numel(), m.positions.numel()
+    assert 0 < M < N
+    orig_forward = pair.mlm.forward
+    for right_where, want_masked, want_all in ((~is_masked, 0.0, (N - M) / N), (is_masked, 1.0, M / N)):
+        guess = torch.where(right_where, originals[real], (originals[real] + 1) % V)  # (N,)
 
-    def spy(*a, **k):
-        seen["out"] = orig(*a, **k)
-        return seen["out"]
+        def oracle(*a, guess=guess, **k):
+            out = orig_forward(*a, **k)
+            return MaskedLMOutput(logits=torch.nn.functional.one_hot(guess, V).float() * 10,
+                                  sentence_logits=None, hidden=out.hidden)
 
-    pair.mlm.forward = spy
-    out = build_objective(ocfg)(pair, batch, torch.Generator().manual_seed(0))
-    # The masked positions as the objective drew them: the same generator state, the same call.
-    m = mask_batch(batch, ocfg, pair.config.encoder.vocab_size, torch.Generator().manual_seed(0))
-    real = batch["attention_mask"].view(-1).nonzero().squeeze(1)  # (N,) where the MLM predicted
-    rows = torch.searchsorted(real, m.positions)
-    pred = seen["out"].logits.argmax(-1).index_select(0, rows)
-    hits, n = out.metrics["mlm_masked_accuracy"]
-    assert n == m.positions.numel() > 0
-    assert hits == (pred == batch["input_ids"].view(-1)[m.positions]).sum()
-    assert out.metrics["mlm_accuracy"][1] == real.numel()
+        pair.mlm.forward = oracle
+        out = build_objective(ocfg)(pair, batch, torch.Generator().manual_seed(0))
+        hits, n = out.metrics["mlm_masked_accuracy"]
+        assert n == M and hits / n == want_masked
+        hits, n = out.metrics["mlm_accuracy"]
+        assert n == N and abs(hits / n - want_all) < 1e-6
 
 
 # ---- overfit one batch -------------------------------------------------------------------------

@@ -731,3 +731,24 @@ def test_recipe_fingerprint_ignores_unset_options_only(monkeypatch):
     assert recipe_fingerprint(r.replace(model=r.model.replace(num_layers=4))) != before
     assert recipe_fingerprint(r.replace(model=r.model.replace(dropout=0.0))) != before
     assert recipe_fingerprint(r.replace(trainer=r.trainer.replace(max_steps=11))) != before
+
+
+def test_a_task_whose_files_are_missing_stops_the_study_before_pretraining(tmp_path, monkeypatch):
+    """The built-in claims study names five GLUE tasks: without glue_dir it must stop at once, not at
+    its first fine-tuning hours later; with the files in place it goes on."""
+    from encoderlab.eval.tasks import get_task
+    from encoderlab.study.plan import check_tasks
+
+    monkeypatch.delenv("ENCODERLAB_DATA_DIR", raising=False)
+    cfg = StudyConfig.from_dict({"variants": [{"name": "bert", "model": {"preset": "bert-tiny"}}],
+                                 "tasks": [{"name": "sst2"}, {"name": "rte"}]})
+    with pytest.raises(ConfigError, match="tasks: 'sst2': .*glue_dir"):
+        check_tasks(cfg, {"glue_dir": None})
+    for name in ("sst2", "rte"):
+        spec = get_task(name)
+        (tmp_path / spec.subdir).mkdir()
+        (tmp_path / spec.subdir / spec.train).write_text("")
+    check_tasks(cfg, {"glue_dir": str(tmp_path)})
+    (tmp_path / get_task("rte").subdir / get_task("rte").train).unlink()
+    with pytest.raises(ConfigError, match="tasks: 'rte': .*not found"):
+        check_tasks(cfg, {"glue_dir": str(tmp_path)})

@@ -151,8 +151,10 @@ class RTDObjective:
         if self.cfg.variant == "all_tokens_mlm":
             # Over every token the accuracy counts copies of unreplaced inputs; at the masked
             # positions alone it is Replace-MLM's measure, the one a plateau is read from.
-            at = torch.searchsorted(where, positions)  # (M,) masked positions are real tokens
-            metrics["mlm_masked_accuracy"] = accuracy_sums(logp.index_select(0, at), targets.index_select(0, at))
+            masked = torch.zeros(ids.numel(), dtype=torch.bool, device=ids.device)
+            masked[positions] = True
+            at = masked[where]  # (N,) which predicted rows are masked positions
+            metrics["mlm_masked_accuracy"] = accuracy_sums(logp[at], targets[at])
         return loss, where.numel()
 
 

@@ -44,6 +44,21 @@ def check_networks(cfg: StudyConfig) -> None:
             raise ConfigError(f"variant {v.name!r}: {e}") from None
 
 
+def check_tasks(cfg: StudyConfig, data: dict) -> None:
+    """Find every downstream task's files now: a missing glue_dir would otherwise stop the study at
+    its first fine-tuning, after hours of pretraining."""
+    from encoderlab.eval.tasks import TaskDataError, resolve_dir
+    from encoderlab.study.measure import task_spec
+
+    for task in cfg.tasks:
+        try:
+            spec, data_dir = task_spec(task, data)
+            resolve_dir(spec, data_dir)
+        except (TaskDataError, ValueError) as e:
+            raise ConfigError(f"tasks: {task.name!r}: {e} (a study's glue_dir, or the task's own data_dir, "
+                              "names the folder)") from None
+
+
 def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> PretrainConfig:
     from encoderlab.data.store import TokenStore
     from encoderlab.train.flops import steps_for_budget

@@ -17,6 +17,7 @@ from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.plan import (
     FinetuneUnit,
+    check_tasks,
     finetune_units,
     finetune_weight,
     measure_weight,
@@ -50,6 +51,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
 
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
+    check_tasks(cfg, data)
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(cfg.finetune_fractions) + v.unshare)
                           * len(cfg.tasks) for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
