@@ -516,6 +516,11 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     vocab[0] = builtin.vocab_size
     fingerprints = {name: recipe_fingerprint(r) for name, r in plan(builtin, data, Path("runs/claims-deep")).items()}
     assert fingerprints == {name: fp for name, (fp, _) in seen["runs/claims-deep"].items()}
+    # ... and fine-tunes, probes and judges them alike: all but the names and the user's paths.
+    paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task"}
+    deep = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).to_dict()
+    assert {k: v for k, v in builtin.to_dict().items() if k not in paths} == {k: v for k, v in deep.items()
+                                                                               if k not in paths}
 
 
 def test_a_variant_whose_networks_cannot_be_built_stops_the_study_before_it_starts():
