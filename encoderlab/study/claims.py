@@ -75,7 +75,11 @@ def plateau_accuracy(res: VariantResult) -> float | None:
     generator's (its discriminator can only learn what the generator's replacements make learnable).
     None for an All-Tokens-MLM run evaluated before its masked-position accuracy was recorded: its
     accuracy over every token counts copies of the input."""
-    ev = res.final_eval()
+    return plateau_metric(res, res.final_eval())
+
+
+def plateau_metric(res: VariantResult, ev: dict) -> float | None:
+    """plateau_accuracy's measure in one held-out evaluation record of ``res`` (any checkpoint's)."""
     if res.objective().get("variant") == "all_tokens_mlm":
         return ev.get("eval_mlm_masked_accuracy")
     return ev.get("eval_mlm_accuracy", ev.get("eval_gen_accuracy"))

@@ -11,7 +11,7 @@ import json
 import platform
 from pathlib import Path
 
-from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
+from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, plateau_metric, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.plan import per_family_settings
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
@@ -90,9 +90,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     if any("zeroshot" in r.measure for r in V.values()):
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for name, r in V.items():
-            key = ("eval_mlm_masked_accuracy",) if r.objective().get("variant") == "all_tokens_mlm" else (
-                "eval_mlm_accuracy", "eval_gen_accuracy")  # All-Tokens-MLM's over every token counts copies
-            ev = [(e["flops"], next(e[k] for k in key if k in e)) for e in r.curve["eval"] if any(k in e for k in key)]
+            ev = [(e["flops"], acc) for e in r.curve["eval"] if (acc := plateau_metric(r, e)) is not None]
             if ev:
                 ax[0].plot(*zip(*ev), label=name, **style[name])
             zs = sorted(r.measure.get("zeroshot", {}).values(), key=lambda z: z["flops"])
