@@ -38,6 +38,8 @@ def objective_cases(two_stage_steps: int) -> dict[str, tuple]:
         "replace-mlm-gdes": (lambda: tiny_model("electra", embedding_sharing="gdes"),
                              dict(kind="rtd", variant="replace_mlm"), False),
         "all-tokens-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="all_tokens_mlm"), False),
+        "all-tokens-mlm-copy": (lambda: tiny_model("electra", embedding_sharing="gdes"),
+                                dict(kind="rtd", variant="all_tokens_mlm", copy_mechanism=True), False),
         "two-stage": (lambda: tiny_model("electra", multiplier=1.0), dict(
             kind="rtd", two_stage_generator_steps=two_stage_steps, two_stage_init_discriminator=True), False),
     }

@@ -69,6 +69,8 @@ CASES = {
     "bert-modern-mlm": (ModelConfig(family="bert", head="mlm", encoder=tiny_encoder(
         norm="pre", position="rope", gated_ffn=True, bias=False, first_attention_norm=False)), dict(kind="mlm"), False),
     "all-tokens-mlm": (_electra(embedding_sharing="none"), dict(kind="rtd", variant="all_tokens_mlm"), False),
+    "all-tokens-mlm-copy": (_electra(embedding_sharing="none"),
+                            dict(kind="rtd", variant="all_tokens_mlm", copy_mechanism=True), False),
 }
 
 

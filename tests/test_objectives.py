@@ -225,6 +225,58 @@ def test_all_tokens_mlm_reports_its_accuracy_at_the_masked_positions_apart():
         assert n == N and abs(hits / n - want_all) < 1e-6
 
 
+def test_copy_mixture_is_the_papers_distribution():
+    """p(y) = D * 1[y = input] + (1 - D) * softmax(y), checked against that formula written out in
+    float64: the loss is -mean log p(target), the prediction argmax p, D = sigmoid(gate)."""
+    from encoderlab.objectives.rtd import copy_mixture
+
+    g = torch.Generator().manual_seed(0)
+    N, V = 64, 7
+    logits, gate = torch.randn(N, V, generator=g) * 2, torch.randn(N, generator=g) * 3
+    inputs = torch.randint(0, V, (N,), generator=g)
+    targets = torch.where(torch.rand(N, generator=g) < 0.6, inputs, torch.randint(0, V, (N,), generator=g))
+    D = torch.sigmoid(gate.double())[:, None]  # (N, 1)
+    p = (1 - D) * torch.softmax(logits.double(), -1) + D * torch.nn.functional.one_hot(inputs, V)  # (N, V)
+    loss, predicted, copy = copy_mixture(logits, gate, inputs, targets)
+    torch.testing.assert_close(loss.double(), -p.gather(1, targets[:, None]).log().mean(), atol=1e-5, rtol=1e-5)
+    assert torch.equal(predicted, p.argmax(-1))
+    torch.testing.assert_close(copy.double(), D.squeeze(1), atol=1e-6, rtol=1e-6)
+    assert (predicted == inputs).any() and (predicted != inputs).any()  # both branches taken
+    # gradients reach both the softmax and the gate
+    logits.requires_grad_(True), gate.requires_grad_(True)
+    copy_mixture(logits, gate, inputs, targets)[0].backward()
+    assert logits.grad.abs().sum() > 0 and gate.grad.abs().sum() > 0
+
+
+def test_a_closed_copy_gate_is_the_plain_all_tokens_mlm():
+    """With the gate shut (D -> 0) the copy mechanism adds nothing: loss and every shared metric
+    equal the plain All-Tokens-MLM's on the same weights and draws."""
+    plain_cfg = ObjectiveConfig(kind="rtd", variant="all_tokens_mlm", **IDS)
+    copy_cfg = dataclasses.replace(plain_cfg, copy_mechanism=True)
+    torch.manual_seed(0)
+    copy = build_networks(tiny_model("electra"), copy_cfg)
+    plain = build_networks(tiny_model("electra"), plain_cfg)
+    plain.load_state_dict({k: v for k, v in copy.state_dict().items() if not k.startswith("copy_gate.")})
+    with torch.no_grad():
+        copy.copy_gate.weight.zero_()
+        copy.copy_gate.bias.fill_(-1e4)
+    batch = _batch()
+    a = build_objective(copy_cfg)(copy, batch, torch.Generator().manual_seed(0))
+    b = build_objective(plain_cfg)(plain, batch, torch.Generator().manual_seed(0))
+    assert a.loss.item() == b.loss.item()
+    for k, (n, d) in b.metrics.items():
+        assert (a.metrics[k][0].item(), a.metrics[k][1].item()) == (n.item(), d.item()), k
+    assert a.metrics["copy_probability"][0].item() == 0.0
+
+
+def test_copy_mechanism_belongs_to_all_tokens_mlm_only():
+    for variant in ("electra", "replace_mlm"):
+        with pytest.raises(ConfigError, match="copy_mechanism is All-Tokens-MLM's"):
+            ObjectiveConfig(kind="rtd", variant=variant, copy_mechanism=True)
+    assert build_networks(tiny_model("electra"), ObjectiveConfig(
+        kind="rtd", variant="all_tokens_mlm", copy_mechanism=False, **IDS)).copy_gate is None
+
+
 # ---- overfit one batch -------------------------------------------------------------------------
 OVERFIT = {
     # name: (model, objective fields, pairs, {metric: threshold})
@@ -243,6 +295,9 @@ OVERFIT = {
                     {"mlm_loss": 0.3}),
     "all-tokens-mlm": (lambda: tiny_model("electra"), dict(kind="rtd", variant="all_tokens_mlm"), False,
                        {"mlm_loss": 0.3}),
+    "all-tokens-mlm-copy": (lambda: tiny_model("electra"),
+                            dict(kind="rtd", variant="all_tokens_mlm", copy_mechanism=True), False,
+                            {"mlm_loss": 0.3, "mlm_masked_accuracy": -0.9}),
     "two-stage": (lambda: tiny_model("electra"), dict(kind="rtd", two_stage_generator_steps=60), False,
                   {"disc_loss": 0.1}),
 }

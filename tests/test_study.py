@@ -508,14 +508,20 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
             fp = recipe_fingerprint(recipe)
             first = seen[cfg.out_dir].setdefault(name, (fp, path.parent.name))
             assert first[0] == fp, f"{name} in {path.parent.name} differs from {first[1]} (out_dir {cfg.out_dir})"
-    assert len(seen["runs/claims-deep"]) == 17
-    # The built-in claims study is that study, with the user's own corpus and task paths: the
+    # 17 variants, and part 3's All-Tokens-MLM without the copy mechanism beside the paper's
+    assert len(seen["runs/claims-deep"]) == 18
+    # The built-in claims study is claims-deep-all, with the user's own corpus and task paths: the
     # committed parts are its results on English Wikipedia only while it plans the same recipes
     # (run_dir is under the out_dir, so both are planned into one).
+    deep_cfg = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml"))
+    vocab[0] = deep_cfg.vocab_size
+    every = {name: fp for name, (fp, _) in seen["runs/claims-deep"].items()}
+    deep_all = {name: every[name] for name in plan(deep_cfg, data, Path("runs/claims-deep"))}
+    assert len(deep_all) == 17
     builtin = load_study("claims")
     vocab[0] = builtin.vocab_size
     fingerprints = {name: recipe_fingerprint(r) for name, r in plan(builtin, data, Path("runs/claims-deep")).items()}
-    assert fingerprints == {name: fp for name, (fp, _) in seen["runs/claims-deep"].items()}
+    assert fingerprints == deep_all
     # ... and fine-tunes, probes and judges them alike: all but the names and the user's paths.
     paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task"}
     deep = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).to_dict()

@@ -66,7 +66,8 @@ def test_no_weight_decay_on_biases_and_layer_norms():
 
 
 CASES = {k: v for k, v in objective_cases(two_stage_steps=8).items()
-         if k in ("bert-nsp", "bert-proposal", "electra-gdes", "replace-mlm", "replace-mlm-gdes", "two-stage")}
+         if k in ("bert-nsp", "bert-proposal", "electra-gdes", "replace-mlm", "replace-mlm-gdes", "two-stage",
+                  "all-tokens-mlm-copy")}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -85,10 +86,20 @@ def test_resume_from_a_checkpoint_reproduces_the_run_exactly(tmp_path, name):
         assert {k: v for k, v in ra.items() if k not in TIMING} == {k: v for k, v in rb.items() if k not in TIMING}
     assert read_metrics(tmp_path / "a", "eval")[-1] == read_metrics(tmp_path / "b", "eval")[-1]
     assert resumed.flops == full.flops and resumed.tokens == full.tokens
-    wa, wb = load_model(full.checkpoint if "replace-mlm" not in name else tmp_path / "a/checkpoints/step-000016"), None
+    ablation = name.startswith(("replace-mlm", "all-tokens-mlm"))  # an MLMPair: its checkpoint is the MLM
+    wa = load_model(full.checkpoint if not ablation else tmp_path / "a/checkpoints/step-000016")
     wb = load_model(resumed.checkpoint)
     for (ka, va), (kb, vb) in zip(wa.state_dict().items(), wb.state_dict().items()):
         assert ka == kb and torch.equal(va, vb)
+    if objective.get("copy_mechanism"):  # the gate lives in the trainer state, not in the MLM
+        ga, gb = (_gate(tmp_path / r / "checkpoints/step-000016") for r in "ab")
+        assert set(ga) == {"copy_gate.weight", "copy_gate.bias"} and all(torch.equal(ga[k], gb[k]) for k in ga)
+
+
+def _gate(checkpoint) -> dict:
+    from safetensors.torch import load_file
+
+    return {k: v for k, v in load_file(checkpoint / "trainer_state.safetensors").items() if k.startswith("copy_gate.")}
 
 
 def test_an_mlm_ablation_with_gdes_saves_a_plain_mlm_that_fine_tunes(tmp_path):
@@ -116,6 +127,18 @@ def test_an_mlm_ablation_with_gdes_saves_a_plain_mlm_that_fine_tunes(tmp_path):
     initialize_from(fresh, InitConfig(checkpoint=result.checkpoint))
     with torch.no_grad():
         torch.testing.assert_close(fresh.mlm.eval()(ids).logits, saved(ids).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_a_checkpoint_without_a_copy_gate_is_refused_by_a_model_that_has_one(tmp_path):
+    from encoderlab.objectives import ObjectiveConfig, build_networks
+    from encoderlab.train.state import load_weights
+
+    model, objective, _ = objective_cases(two_stage_steps=8)["all-tokens-mlm"]
+    result = pretrain(tiny_recipe(tmp_path, model(), dict(objective, **IDS), steps=2, checkpoint_every=0))
+    gated = build_networks(model(), ObjectiveConfig(**objective, copy_mechanism=True, **IDS))
+    with pytest.raises(CheckpointError, match="holds no copy gate.*trained without one"):
+        load_weights(tmp_path / "checkpoints/step-000002", gated)
+    assert result.status == "completed"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")

@@ -22,6 +22,7 @@ from torch import nn
 from encoderlab.config import ConfigError
 from encoderlab.models.config import EmbeddingSharing, ModelConfig
 from encoderlab.models.networks import Discriminator, MaskedLM
+from encoderlab.nn.encoder import init_weights
 
 SHARED_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 
@@ -60,15 +61,22 @@ class MLMPair(Pair):
     ablations, with the embedding sharing of the ELECTRA they ablate. With gdes the MLM's tables
     (its tied output layer included) are stopgrad(generator's) + its own deltas, so an ablation of
     a gdes ELECTRA changes the objective alone. Its checkpoint holds the MLM with effective tables
-    (E_G + delta, a plain MLM for fine-tuning and export); the trainer keeps each delta itself."""
+    (E_G + delta, a plain MLM for fine-tuning and export); the trainer keeps each delta itself.
 
-    def __init__(self, cfg: ModelConfig):
+    ``copy_gate``: All-Tokens-MLM's copy mechanism, a linear read-out of the MLM's last hidden
+    state giving each token's copy logit (D = sigmoid of it; encoderlab.objectives.rtd). A
+    pretraining device like the generator: it is not part of the deployed MLM."""
+
+    def __init__(self, cfg: ModelConfig, copy_gate: bool = False):
         super().__init__()
         if cfg.head != "electra":
             raise ConfigError("MLMPair is built from an ELECTRA config (head: electra)")
         self.config = cfg
         self.generator = MaskedLM(cfg.with_head("mlm", encoder=cfg.generator, generator=None))
         self.mlm = MaskedLM(cfg.with_head("mlm", generator=None))
+        self.copy_gate = nn.Linear(cfg.encoder.hidden_size, 1) if copy_gate else None
+        if self.copy_gate is not None:
+            init_weights(self.copy_gate, cfg.encoder.initializer_range)  # D = 1/2 at the start
         self.share_embeddings()
 
     @property

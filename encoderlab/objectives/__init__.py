@@ -21,7 +21,9 @@ def build_networks(model_cfg: ModelConfig, cfg: ObjectiveConfig) -> nn.Module:
     if cfg.kind == "rtd":
         if model_cfg.head != "electra":
             raise ValueError(f"objective kind rtd needs an ELECTRA model (head: electra), got head {model_cfg.head!r}")
-        return MLMPair(model_cfg) if cfg.variant != "electra" else build_model(model_cfg)
+        if cfg.variant == "electra":
+            return build_model(model_cfg)
+        return MLMPair(model_cfg, copy_gate=bool(cfg.copy_mechanism))
     if model_cfg.head not in ("mlm", "pretraining"):
         raise ValueError(f"objective kind mlm needs head mlm or pretraining, got {model_cfg.head!r}")
     return build_model(model_cfg)

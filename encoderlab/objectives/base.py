@@ -51,6 +51,10 @@ class ObjectiveConfig(Config):
     # False: after the switch both networks keep training jointly; with the copy above this is a
     # warm start of the discriminator from the MLM (not the paper's two-stage, which freezes).
     two_stage_freeze_generator: bool = True
+    # All-Tokens-MLM's copy mechanism (the paper's): a sigmoid gate D per token, the output
+    # p = D * 1[y = input] + (1 - D) * softmax, so copying an unreplaced input has an output of its
+    # own and the softmax is left to predict. None (unset) and False: no gate, a plain softmax.
+    copy_mechanism: bool | None = None
 
     def validate(self) -> None:
         if self.temperature <= 0:
@@ -59,6 +63,8 @@ class ObjectiveConfig(Config):
             raise ConfigError("two_stage_generator_steps must be >= 0")
         if self.kind == "mlm" and self.variant != "electra":
             raise ConfigError(f"variant {self.variant!r} is an RTD ablation: set kind: rtd")
+        if self.copy_mechanism and self.variant != "all_tokens_mlm":
+            raise ConfigError(f"copy_mechanism is All-Tokens-MLM's (variant: all_tokens_mlm), not {self.variant!r}'s")
         if self.kind == "rtd" and self.masking.scheme == "proposal":
             raise ConfigError("masking scheme 'proposal' is an MLM objective's (kind: mlm); ELECTRA's generator "
                               "already chooses its replacements")
@@ -118,8 +124,11 @@ def mask_batch(batch: dict[str, torch.Tensor], cfg: ObjectiveConfig, vocab_size:
 
 
 def accuracy_sums(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    correct = (logits.detach().argmax(-1) == targets).sum()
-    return ratio(correct, torch.tensor(float(targets.numel()), device=targets.device))
+    return hit_sums(logits.detach().argmax(-1), targets)
+
+
+def hit_sums(predicted: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return ratio((predicted == targets).sum(), torch.tensor(float(targets.numel()), device=targets.device))
 
 
 def with_defaults(cfg: ObjectiveConfig, mask_token_id: int, special_token_ids: tuple[int, ...]) -> ObjectiveConfig:

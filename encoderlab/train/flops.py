@@ -99,6 +99,8 @@ def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | N
         main = encoder_flops(d, B, T) + rtd_head_flops(d, B, T)
     else:
         main = encoder_flops(d, B, T) + mlm_head_flops(d, M if objective.variant == "replace_mlm" else N)
+        if objective.copy_mechanism:  # All-Tokens-MLM's copy gate: H -> 1 at every predicted token
+            main += 2 * N * d.hidden_size
     main_trained = main - _pooler(d, B)
     if stage == "discriminator":
         return StepFlops(forward=gen + main, backward=2 * main_trained)

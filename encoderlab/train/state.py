@@ -4,7 +4,8 @@
       encoderlab.yaml, config.json, model.safetensors ...   save_model (transformers-loadable)
       generator/                                            the MLM ablations' generator
       recipe.yaml                                           the resolved PretrainConfig
-      trainer_state.safetensors                             optimizer moments, RNG states, metric sums
+      trainer_state.safetensors                             optimizer moments, RNG states, metric sums,
+                                                            All-Tokens-MLM's copy gate
       trainer_state.json                                    step, tokens, FLOPs, data positions, and
                                                             the sha256 of trainer_state.safetensors
 
@@ -35,6 +36,7 @@ from encoderlab.models.pairs import MLMPair, gdes_deltas, gdes_tables
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
 MLM_DELTA = "mlm_gdes."  # trainer-state prefix of an MLM ablation's gdes deltas
+COPY_GATE = "copy_gate."  # trainer-state prefix of All-Tokens-MLM's copy gate (not in the deployed MLM)
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -49,6 +51,8 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, *, tensors: dict
     if isinstance(model, MLMPair):  # the checkpoint's MLM holds E_G + delta: keep each delta exactly
         deltas = gdes_tables(model.mlm.encoder.embeddings)
         tensors = {**tensors, **{f"{MLM_DELTA}{n}": t.delta for n, t in deltas.items()}}
+        if model.copy_gate is not None:
+            tensors.update({f"{COPY_GATE}{k}": v for k, v in model.copy_gate.state_dict().items()})
     blob = st_save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()})
     info = dict(info, step=step, tensors_sha256=hashlib.sha256(blob).hexdigest())
     if isinstance(model, MLMPair):
@@ -102,23 +106,8 @@ def checkpoint_info(path: Path) -> dict:
 def load_checkpoint(path: Path, model: nn.Module) -> tuple[dict, dict[str, torch.Tensor]]:
     """Load weights into ``model`` (same architecture) and return (info, tensors) of the trainer."""
     path = Path(path)
-    if not (path / STATE_JSON).exists():
-        raise CheckpointError(f"{path}: {STATE_JSON} is missing: not a training checkpoint, or an incomplete one")
-    try:
-        info = json.loads((path / STATE_JSON).read_text())
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path / STATE_JSON}: not valid JSON ({e}): truncated or corrupt checkpoint") from None
-    blob_file = path / STATE_TENSORS
-    if not blob_file.exists():
-        raise CheckpointError(f"{path}: {STATE_TENSORS} is missing (truncated checkpoint?)")
-    blob = blob_file.read_bytes()
-    if hashlib.sha256(blob).hexdigest() != info.get("tensors_sha256"):
-        raise CheckpointError(f"{blob_file}: does not match the sha256 in {STATE_JSON}: corrupt checkpoint")
-    try:
-        tensors = st_load(blob)
-    except (SafetensorError, ValueError) as e:
-        raise CheckpointError(f"{blob_file}: unreadable ({e})") from None
-    load_weights(path, model)
+    info, tensors = _read_state(path)
+    load_weights(path, model, tensors)
     if isinstance(model, MLMPair):
         for n, t in gdes_tables(model.mlm.encoder.embeddings).items():
             if f"{MLM_DELTA}{n}" in tensors:  # exact, where load_weights could only subtract E_G
@@ -127,13 +116,37 @@ def load_checkpoint(path: Path, model: nn.Module) -> tuple[dict, dict[str, torch
     return info, tensors
 
 
-def load_weights(path: Path, model: nn.Module) -> None:
-    """Copy a checkpoint's weights (verified against their hashes) into an identical architecture."""
+def _read_state(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """A checkpoint's trainer state (info, tensors), the tensors verified against their hash."""
+    info = checkpoint_info(path)
+    blob_file = path / STATE_TENSORS
+    if not blob_file.exists():
+        raise CheckpointError(f"{path}: {STATE_TENSORS} is missing (truncated checkpoint?)")
+    blob = blob_file.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != info.get("tensors_sha256"):
+        raise CheckpointError(f"{blob_file}: does not match the sha256 in {STATE_JSON}: corrupt checkpoint")
+    try:
+        return info, st_load(blob)
+    except (SafetensorError, ValueError) as e:
+        raise CheckpointError(f"{blob_file}: unreadable ({e})") from None
+
+
+def load_weights(path: Path, model: nn.Module, tensors: dict[str, torch.Tensor] | None = None) -> None:
+    """Copy a checkpoint's weights (verified against their hashes) into an identical architecture.
+    ``tensors``: its trainer state, when the caller has read it already (a copy gate lives there)."""
+    path = Path(path)
     if isinstance(model, MLMPair):
         model.generator.load_state_dict(load_model(path / "generator").state_dict())
         # The saved MLM holds effective tables; a gdes MLM takes them as deltas over the generator's.
         model.mlm.load_state_dict(gdes_deltas(load_model(path).state_dict(), model.mlm.encoder.embeddings,
                                               "encoder.embeddings."))
+        if model.copy_gate is not None:
+            gate = {k[len(COPY_GATE):]: v for k, v in (tensors or _read_state(path)[1]).items()
+                    if k.startswith(COPY_GATE)}
+            if not gate:
+                raise CheckpointError(f"{path}: holds no copy gate ({COPY_GATE}* in {STATE_TENSORS}), but the "
+                                      "objective sets copy_mechanism: it was trained without one")
+            model.copy_gate.load_state_dict(gate)
         return
     model.load_state_dict(load_model(path).state_dict())
 
