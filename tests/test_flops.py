@@ -95,3 +95,13 @@ def test_two_stage_flops_match(step, freeze):
 def test_shared_layers_cost_like_unshared():
     shared = tiny_encoder(sharing="all", num_groups=1)
     assert encoder_flops(shared, 2, 8) == encoder_flops(dataclasses.replace(shared, sharing="none"), 2, 8)
+
+
+def test_the_copy_gate_costs_exactly_its_read_out():
+    """All-Tokens-MLM's copy gate is H -> 1 at each of the N predicted tokens: 2NH forward, 4NH
+    backward, in the analytic count and in the measured one (too small for the 5% tolerance above)."""
+    model_cfg, o, _ = CASES["all-tokens-mlm"]
+    plain = _measure(model_cfg, ObjectiveConfig(**o, **ENC))
+    gated = _measure(model_cfg, ObjectiveConfig(**o, copy_mechanism=True, **ENC))
+    N, H = int(_batch(False)["attention_mask"].sum()), model_cfg.encoder.hidden_size
+    assert gated[0] - plain[0] == gated[1] - plain[1] == 6 * N * H

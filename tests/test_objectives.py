@@ -263,10 +263,30 @@ def test_a_closed_copy_gate_is_the_plain_all_tokens_mlm():
     batch = _batch()
     a = build_objective(copy_cfg)(copy, batch, torch.Generator().manual_seed(0))
     b = build_objective(plain_cfg)(plain, batch, torch.Generator().manual_seed(0))
-    assert a.loss.item() == b.loss.item()
+    torch.testing.assert_close(a.loss, b.loss)
     for k, (n, d) in b.metrics.items():
-        assert (a.metrics[k][0].item(), a.metrics[k][1].item()) == (n.item(), d.item()), k
+        torch.testing.assert_close((a.metrics[k][0], a.metrics[k][1]), (n, d), msg=k)
     assert a.metrics["copy_probability"][0].item() == 0.0
+
+
+def test_an_open_copy_gate_copies_and_scores_the_copies_at_the_masked_positions():
+    """With the gate open (D -> 1) the MLM predicts its input everywhere: over every token it is
+    right where the input is the original, and at the masked positions exactly where the
+    generator's sample happened to be the original (1 - replacement rate)."""
+    ocfg = ObjectiveConfig(kind="rtd", variant="all_tokens_mlm", copy_mechanism=True, **IDS)
+    torch.manual_seed(0)
+    pair = build_networks(tiny_model("electra"), ocfg)
+    with torch.no_grad():
+        pair.copy_gate.weight.zero_()
+        pair.copy_gate.bias.fill_(1e4)
+    batch = _batch()
+    out = build_objective(ocfg)(pair, batch, torch.Generator().manual_seed(0))
+    m = {k: (n / d).item() for k, (n, d) in out.metrics.items()}
+    M, N = out.num_masked, out.num_predicted
+    assert m["copy_probability"] == m["copy_probability_masked"] == 1.0
+    assert abs(m["mlm_masked_accuracy"] - (1 - m["replacement_rate"])) < 1e-6
+    assert abs(m["mlm_accuracy"] - (N - m["replacement_rate"] * M) / N) < 1e-6
+    assert m["replacement_rate"] > 0.5  # an untrained generator: most samples differ
 
 
 def test_copy_mechanism_belongs_to_all_tokens_mlm_only():

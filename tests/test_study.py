@@ -359,6 +359,9 @@ def test_a_study_with_its_own_variant_names_gets_verdicts_through_its_roles():
         assert mine[n].verdict == reference[n].verdict != "not run", n
         assert mine[n].numbers == reference[n].numbers
     assert all(c.verdict == "not run" for c in evaluate_claims(ours, ClaimRoles()))
+    assert mine[7].note.endswith("without the paper's copy mechanism (not the paper's)")
+    ours["disc-all"].spec.setdefault("objective", {})["copy_mechanism"] = True
+    assert _by_claim(evaluate_claims(ours, roles))[7].note.endswith("with the paper's copy mechanism")
     with pytest.raises(ConfigError, match="valid keys"):
         StudyConfig.from_dict({"roles": {"berty": "x"}})
 

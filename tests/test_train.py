@@ -94,6 +94,7 @@ def test_resume_from_a_checkpoint_reproduces_the_run_exactly(tmp_path, name):
     if objective.get("copy_mechanism"):  # the gate lives in the trainer state, not in the MLM
         ga, gb = (_gate(tmp_path / r / "checkpoints/step-000016") for r in "ab")
         assert set(ga) == {"copy_gate.weight", "copy_gate.bias"} and all(torch.equal(ga[k], gb[k]) for k in ga)
+        assert ga["copy_gate.bias"].abs().item() > 0  # it trained (it starts at 0)
 
 
 def _gate(checkpoint) -> dict:
@@ -129,7 +130,7 @@ def test_an_mlm_ablation_with_gdes_saves_a_plain_mlm_that_fine_tunes(tmp_path):
         torch.testing.assert_close(fresh.mlm.eval()(ids).logits, saved(ids).logits, atol=1e-5, rtol=1e-5)
 
 
-def test_a_checkpoint_without_a_copy_gate_is_refused_by_a_model_that_has_one(tmp_path):
+def test_a_checkpoint_and_a_model_that_disagree_on_the_copy_gate_are_refused(tmp_path):
     from encoderlab.objectives import ObjectiveConfig, build_networks
     from encoderlab.train.state import load_weights
 
@@ -139,6 +140,12 @@ def test_a_checkpoint_without_a_copy_gate_is_refused_by_a_model_that_has_one(tmp
     with pytest.raises(CheckpointError, match="holds no copy gate.*trained without one"):
         load_weights(tmp_path / "checkpoints/step-000002", gated)
     assert result.status == "completed"
+    # ... and the other way: a gated run's checkpoint refused by a model without the gate
+    pretrain(tiny_recipe(tmp_path / "gated", model(), dict(objective, copy_mechanism=True, **IDS), steps=2,
+                         checkpoint_every=0))
+    with pytest.raises(CheckpointError, match="holds a copy gate.*trained with one"):
+        load_weights(tmp_path / "gated/checkpoints/step-000002", build_networks(model(), ObjectiveConfig(**objective,
+                                                                                                      **IDS)))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")

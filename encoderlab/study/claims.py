@@ -229,7 +229,9 @@ def all_tokens(v: V, r: ClaimRoles) -> Claim:
     c.numbers = {k: s["median"] for k, s in have.items()}
     c.numbers["share of ELECTRA's gain recovered by All-Tokens-MLM"] = share
     c.verdict = _verdict(None if share is None else share > 0.5)
-    c.note = "inconclusive when ELECTRA shows no gain over BERT to explain"
+    copy = v[r.all_tokens_mlm].objective().get("copy_mechanism")
+    c.note = ("inconclusive when ELECTRA shows no gain over BERT to explain; All-Tokens-MLM "
+              + ("with the paper's copy mechanism" if copy else "without the paper's copy mechanism (not the paper's)"))
     return c
 
 

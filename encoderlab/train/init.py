@@ -68,6 +68,8 @@ def initialize_from(model: nn.Module, init: InitConfig) -> list[str]:
         notes += _copy(load_model(init.generator), model.generator, init, "generator")
     if init.discriminator is not None:
         notes += _copy(load_model(init.discriminator), deployed(model), init, "discriminator")
+    if getattr(model, "copy_gate", None) is not None:  # a pretraining device, not in any saved network
+        notes.append("copy_gate: kept its fresh initialization (init copies networks, not the trainer state)")
     return notes
 
 

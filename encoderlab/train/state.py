@@ -140,12 +140,15 @@ def load_weights(path: Path, model: nn.Module, tensors: dict[str, torch.Tensor] 
         # The saved MLM holds effective tables; a gdes MLM takes them as deltas over the generator's.
         model.mlm.load_state_dict(gdes_deltas(load_model(path).state_dict(), model.mlm.encoder.embeddings,
                                               "encoder.embeddings."))
-        if model.copy_gate is not None:
-            gate = {k[len(COPY_GATE):]: v for k, v in (tensors or _read_state(path)[1]).items()
-                    if k.startswith(COPY_GATE)}
-            if not gate:
-                raise CheckpointError(f"{path}: holds no copy gate ({COPY_GATE}* in {STATE_TENSORS}), but the "
-                                      "objective sets copy_mechanism: it was trained without one")
+        state = tensors if tensors is not None else _read_state(path)[1]
+        gate = {k[len(COPY_GATE):]: v for k, v in state.items() if k.startswith(COPY_GATE)}
+        if model.copy_gate is not None and not gate:
+            raise CheckpointError(f"{path}: holds no copy gate ({COPY_GATE}* in {STATE_TENSORS}), but the "
+                                  "objective sets copy_mechanism: it was trained without one")
+        if model.copy_gate is None and gate:
+            raise CheckpointError(f"{path}: holds a copy gate ({COPY_GATE}* in {STATE_TENSORS}), but the "
+                                  "objective does not set copy_mechanism: it was trained with one")
+        if gate:
             model.copy_gate.load_state_dict(gate)
         return
     model.load_state_dict(load_model(path).state_dict())
