@@ -237,11 +237,12 @@ def test_copy_mixture_is_the_papers_distribution():
     targets = torch.where(torch.rand(N, generator=g) < 0.6, inputs, torch.randint(0, V, (N,), generator=g))
     D = torch.sigmoid(gate.double())[:, None]  # (N, 1)
     p = (1 - D) * torch.softmax(logits.double(), -1) + D * torch.nn.functional.one_hot(inputs, V)  # (N, V)
-    loss, predicted, copy = copy_mixture(logits, gate, inputs, targets)
+    loss, predicted, copy, softmax_predicted = copy_mixture(logits, gate, inputs, targets)
     torch.testing.assert_close(loss.double(), -p.gather(1, targets[:, None]).log().mean(), atol=1e-5, rtol=1e-5)
     assert torch.equal(predicted, p.argmax(-1))
     torch.testing.assert_close(copy.double(), D.squeeze(1), atol=1e-6, rtol=1e-6)
     assert (predicted == inputs).any() and (predicted != inputs).any()  # both branches taken
+    assert torch.equal(softmax_predicted, logits.argmax(-1))
     # gradients reach both the softmax and the gate
     logits.requires_grad_(True), gate.requires_grad_(True)
     copy_mixture(logits, gate, inputs, targets)[0].backward()
@@ -283,7 +284,24 @@ def test_an_open_copy_gate_copies_and_scores_the_copies_at_the_masked_positions(
     out = build_objective(ocfg)(pair, batch, torch.Generator().manual_seed(0))
     m = {k: (n / d).item() for k, (n, d) in out.metrics.items()}
     M, N = out.num_masked, out.num_predicted
-    assert m["copy_probability"] == m["copy_probability_masked"] == 1.0
+    assert m["copy_probability"] == m["copy_probability_replaced"] == 1.0
+    assert abs(m["mlm_masked_accuracy"] - (1 - m["replacement_rate"])) < 1e-6
+    # A softmax that knows every original, behind the open gate: the mixture still copies, and the
+    # softmax's own accuracy at the masked positions is scored apart from the gate's choice.
+    from encoderlab.models.networks import MaskedLMOutput
+
+    V, real = pair.config.encoder.vocab_size, batch["attention_mask"].view(-1).nonzero().squeeze(1)
+    orig_forward = pair.mlm.forward
+
+    def oracle(*a, **k):
+        out = orig_forward(*a, **k)
+        logits = torch.nn.functional.one_hot(batch["input_ids"].view(-1)[real], V).float() * 10
+        return MaskedLMOutput(logits=logits, sentence_logits=None, hidden=out.hidden)
+
+    pair.mlm.forward = oracle
+    out = build_objective(ocfg)(pair, batch, torch.Generator().manual_seed(0))
+    m = {k: (n / d).item() for k, (n, d) in out.metrics.items()}
+    assert m["mlm_masked_softmax_accuracy"] == 1.0
     assert abs(m["mlm_masked_accuracy"] - (1 - m["replacement_rate"])) < 1e-6
     assert abs(m["mlm_accuracy"] - (N - m["replacement_rate"] * M) / N) < 1e-6
     assert m["replacement_rate"] > 0.5  # an untrained generator: most samples differ

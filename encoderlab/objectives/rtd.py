@@ -154,8 +154,11 @@ class RTDObjective:
         else:
             hidden = out.hidden.reshape(-1, out.hidden.shape[-1]).index_select(0, where)  # (N, H)
             gate = model.copy_gate(hidden).squeeze(1)  # (N,) copy logits
-            loss, predicted, copy = copy_mixture(out.logits, gate, replaced.view(-1).index_select(0, where), targets)
+            inputs = replaced.view(-1).index_select(0, where)  # (N,)
+            loss, predicted, copy, softmax_predicted = copy_mixture(out.logits, gate, inputs, targets)
+            swapped = inputs != targets  # (N,) where copying is wrong: the gate should learn to close there
             metrics["copy_probability"] = ratio(copy.sum(), torch.tensor(float(copy.numel()), device=ids.device))
+            metrics["copy_probability_replaced"] = ratio(copy[swapped].sum(), swapped.sum())
         metrics["mlm_loss"] = mean_metric(loss)
         metrics["mlm_accuracy"] = hit_sums(predicted, targets)
         if self.cfg.variant == "all_tokens_mlm":
@@ -165,15 +168,16 @@ class RTDObjective:
             masked[positions] = True
             at = masked[where]  # (N,) which predicted rows are masked positions
             metrics["mlm_masked_accuracy"] = hit_sums(predicted[at], targets[at])
-            if model.copy_gate is not None:  # the gate should learn to copy less where inputs were replaced
-                metrics["copy_probability_masked"] = ratio(copy[at].sum(), at.sum())
+            if model.copy_gate is not None:  # what the softmax knows of the originals, the gate aside
+                metrics["mlm_masked_softmax_accuracy"] = hit_sums(softmax_predicted[at], targets[at])
         return loss, where.numel()
 
 
 def copy_mixture(logits: torch.Tensor, gate: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor):
     """All-Tokens-MLM's copy mechanism on (N, V) logits, (N,) gate logits and the (N,) input and
-    target ids: (mean -log p(target), (N,) predictions, (N,) copy probabilities D), where
-    p(y) = D * 1[y = input] + (1 - D) * softmax(logits)(y), in fp32 and log space throughout.
+    target ids: (mean -log p(target), (N,) predictions, (N,) copy probabilities D, (N,) the
+    softmax's own argmax), where p(y) = D * 1[y = input] + (1 - D) * softmax(logits)(y), in fp32
+    and log space throughout.
 
     The prediction is argmax p: the input when D + (1 - D) q(input) >= (1 - D) max q (a tie goes to
     the copy), else argmax q; (1 - D) scales every other entry alike, so no (N, V) copy is made."""
@@ -187,7 +191,7 @@ def copy_mixture(logits: torch.Tensor, gate: torch.Tensor, inputs: torch.Tensor,
         best, arg = logq.max(-1)  # (N,)
         at_input = torch.logaddexp(log_copy, log_keep + logq.gather(1, inputs[:, None]).squeeze(1))
         predicted = torch.where(at_input >= log_keep + best, inputs, arg)
-    return loss, predicted, log_copy.detach().exp()
+    return loss, predicted, log_copy.detach().exp(), arg
 
 
 def _copy_matching(src: nn.Module, dst: nn.Module) -> None:
