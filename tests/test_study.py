@@ -361,7 +361,11 @@ def test_a_study_with_its_own_variant_names_gets_verdicts_through_its_roles():
     assert all(c.verdict == "not run" for c in evaluate_claims(ours, ClaimRoles()))
     assert mine[7].note.endswith("without the paper's copy mechanism (not the paper's)")
     ours["disc-all"].spec.setdefault("objective", {})["copy_mechanism"] = True
-    assert _by_claim(evaluate_claims(ours, roles))[7].note.endswith("with the paper's copy mechanism")
+    ours["disc-all"].curve["eval"] = [{"eval_mlm_masked_accuracy": 0.07, "eval_mlm_masked_softmax_accuracy": 0.18}]
+    seven = _by_claim(evaluate_claims(ours, roles))[7]
+    assert seven.note.endswith("with the paper's copy mechanism")
+    assert seven.numbers["All-Tokens-MLM held-out accuracy at the masked positions"] == 0.07
+    assert seven.numbers["... its softmax's alone (the copy gate aside)"] == 0.18
     with pytest.raises(ConfigError, match="valid keys"):
         StudyConfig.from_dict({"roles": {"berty": "x"}})
 
@@ -385,6 +389,12 @@ def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
     assert plateau_accuracy(atm) is None and left_plateau(atm, base) is None  # its accuracy counts copies
     atm.curve["eval"][0]["eval_mlm_masked_accuracy"] = 0.2  # recorded: the masked positions decide
     assert plateau_accuracy(atm) == 0.2 and left_plateau(atm, base) is True
+    # with the copy gate the softmax's own accuracy decides: the mixture's also needs the gate to
+    # detect replaced inputs
+    atm.spec["objective"]["copy_mechanism"] = True
+    assert plateau_accuracy(atm) is None
+    atm.curve["eval"][0]["eval_mlm_masked_softmax_accuracy"] = 0.3
+    assert plateau_accuracy(atm) == 0.3
 
 
 def test_report_marks_fine_tunings_that_collapsed_to_one_class():

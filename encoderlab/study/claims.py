@@ -74,13 +74,19 @@ def plateau_accuracy(res: VariantResult) -> float | None:
     fine-tuned (BERT, ALBERT, Replace-MLM, All-Tokens-MLM) at its masked positions, else an ELECTRA's
     generator's (its discriminator can only learn what the generator's replacements make learnable).
     None for an All-Tokens-MLM run evaluated before its masked-position accuracy was recorded: its
-    accuracy over every token counts copies of the input."""
+    accuracy over every token counts copies of the input. With the copy mechanism it is the
+    softmax's own accuracy there: the mixture's also depends on the copy gate detecting which inputs
+    were replaced, a discriminator's task reported apart (copy_probability_replaced), as an
+    ELECTRA's plateau is read from its generator and its discriminator's AUC apart."""
     return plateau_metric(res, res.final_eval())
 
 
 def plateau_metric(res: VariantResult, ev: dict) -> float | None:
     """plateau_accuracy's measure in one held-out evaluation record of ``res`` (any checkpoint's)."""
-    if res.objective().get("variant") == "all_tokens_mlm":
+    objective = res.objective()
+    if objective.get("variant") == "all_tokens_mlm":
+        if objective.get("copy_mechanism"):
+            return ev.get("eval_mlm_masked_softmax_accuracy")
         return ev.get("eval_mlm_masked_accuracy")
     return ev.get("eval_mlm_accuracy", ev.get("eval_gen_accuracy"))
 
@@ -230,6 +236,13 @@ def all_tokens(v: V, r: ClaimRoles) -> Claim:
     c.numbers["share of ELECTRA's gain recovered by All-Tokens-MLM"] = share
     c.verdict = _verdict(None if share is None else share > 0.5)
     copy = v[r.all_tokens_mlm].objective().get("copy_mechanism")
+    ev = v[r.all_tokens_mlm].final_eval()
+    for label, key in (("All-Tokens-MLM held-out accuracy at the masked positions", "eval_mlm_masked_accuracy"),
+                       ("... its softmax's alone (the copy gate aside)", "eval_mlm_masked_softmax_accuracy"),
+                       ("its copy gate's D over every token", "eval_copy_probability"),
+                       ("... where the input was replaced (copying is wrong)", "eval_copy_probability_replaced")):
+        if key in ev:
+            c.numbers[label] = ev[key]
     c.note = ("inconclusive when ELECTRA shows no gain over BERT to explain; All-Tokens-MLM "
               + ("with the paper's copy mechanism" if copy else "without the paper's copy mechanism (not the paper's)"))
     return c
