@@ -9,8 +9,8 @@ variant=all_tokens_mlm: inputs replaced as in replace_mlm, and the MLM predicts 
   p(y) = D * 1[y = x_t] + (1 - D) * softmax(y), x_t the token at the input: copying an unreplaced
   input has an output of its own and the softmax is left to predict. Without it (the default, as
   before the field existed) a plain softmax must learn to copy, and the loss is dominated by the
-  unmasked tokens (70-85% of them): measured, that MLM copies and stays below the bigram baseline at the masked
-  positions (docs/studies/claims-deep-ablations).
+  unmasked tokens (70-85% of them): measured, that MLM copies and stays below the bigram baseline
+  at the masked positions (docs/studies/claims-deep-ablations).
 
 Replacements are sampled from the generator's distribution in fp32 by inverse CDF
 (temperature configurable) under no_grad: no gradient flows through the sampling. A sample equal

@@ -108,11 +108,6 @@ def load_checkpoint(path: Path, model: nn.Module) -> tuple[dict, dict[str, torch
     path = Path(path)
     info, tensors = _read_state(path)
     load_weights(path, model, tensors)
-    if isinstance(model, MLMPair):
-        for n, t in gdes_tables(model.mlm.encoder.embeddings).items():
-            if f"{MLM_DELTA}{n}" in tensors:  # exact, where load_weights could only subtract E_G
-                with torch.no_grad():
-                    t.delta.copy_(tensors[f"{MLM_DELTA}{n}"])
     return info, tensors
 
 
@@ -133,14 +128,18 @@ def _read_state(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 def load_weights(path: Path, model: nn.Module, tensors: dict[str, torch.Tensor] | None = None) -> None:
     """Copy a checkpoint's weights (verified against their hashes) into an identical architecture.
-    ``tensors``: its trainer state, when the caller has read it already (a copy gate lives there)."""
+    An MLM ablation's pair also takes what only its trainer state holds (each gdes delta exactly, the
+    copy gate); ``tensors``: that state, when the caller has read it already."""
     path = Path(path)
     if isinstance(model, MLMPair):
-        model.generator.load_state_dict(load_model(path / "generator").state_dict())
-        # The saved MLM holds effective tables; a gdes MLM takes them as deltas over the generator's.
-        model.mlm.load_state_dict(gdes_deltas(load_model(path).state_dict(), model.mlm.encoder.embeddings,
-                                              "encoder.embeddings."))
         state = tensors if tensors is not None else _read_state(path)[1]
+        model.generator.load_state_dict(load_model(path / "generator").state_dict())
+        # The saved MLM holds effective tables; a gdes MLM takes them as deltas over the generator's,
+        # exactly as saved where the state has them (subtracting E_G again would round).
+        exact = {n: state[f"{MLM_DELTA}{n}"] for n in gdes_tables(model.mlm.encoder.embeddings)
+                 if f"{MLM_DELTA}{n}" in state}
+        model.mlm.load_state_dict(gdes_deltas(load_model(path).state_dict(), model.mlm.encoder.embeddings,
+                                              "encoder.embeddings.", exact))
         gate = {k[len(COPY_GATE):]: v for k, v in state.items() if k.startswith(COPY_GATE)}
         if model.copy_gate is not None and not gate:
             raise CheckpointError(f"{path}: holds no copy gate ({COPY_GATE}* in {STATE_TENSORS}), but the "
