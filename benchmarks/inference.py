@@ -30,6 +30,7 @@ from common import auto_precision, machine, peak_rss_mb, timeit  # noqa: E402
 from encoderlab import checkpoint  # noqa: E402
 from encoderlab.models.networks import build_model  # noqa: E402
 from encoderlab.models.presets import preset  # noqa: E402
+from encoderlab.runtime import resolve_runtime  # noqa: E402
 
 SEQ = 128
 
@@ -139,6 +140,7 @@ def main() -> None:
         auto = auto_precision("cpu", cfg.encoder.hidden_size, cfg.encoder.intermediate_size)
         print(f"{name}: precision auto -> {auto.precision} ({auto.reason})", flush=True)
         for dtype in args.dtypes.split(","):
+            resolve_runtime(dtype, "cpu", cfg.encoder).apply(ours)  # the attention kernel a run in dtype uses
             for batch in (1, 32):
                 fns = runners(ours, ref, onnx_path, batch, cfg.encoder.vocab_size, dtype)
                 times = {k: [] for k in fns}

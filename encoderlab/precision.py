@@ -5,11 +5,14 @@ products faster than fp32, and fp32 elsewhere. Machines differ by far more than 
 could say: on a Zen 4 EPYC (AVX512-BF16) bf16 products ran 3.6x faster than fp32, on the same
 machine limited to AVX2 80x *slower* (oneDNN then emulates them), and an AMX Xeon is reported 7-10x
 faster (docs/benchmarks.md, "CPU kinds"). So on a CPU ``auto`` measures: a short probe times the
-forward and backward of one linear layer at the run's width, in fp32 and under bf16 autocast (casts
-included), and picks bf16 only when it is clearly faster. The verdict is cached per machine (CPU
-model, capability, torch version, threads, shape) in ``$ENCODERLAB_CACHE_DIR`` or
-``$XDG_CACHE_HOME/encoderlab`` (``~/.cache``), with both figures, so that later runs start at once;
-a corrupt or foreign cache file is ignored with a warning and rewritten.
+forward and backward of one encoder layer at the run's width and length 128, in fp32 and under bf16
+autocast (casts included), round by round until the median ratio's 95% interval clears the threshold,
+and picks bf16 only when that interval lies above it (measure_cpu). The verdict is cached per machine
+(CPU model, capability, torch version, threads, shape) in ``$ENCODERLAB_CACHE_DIR`` or
+``$XDG_CACHE_HOME/encoderlab`` (``~/.cache``), with its figures, so that later runs start at once;
+a corrupt or foreign cache file is ignored with a warning and rewritten. The probe is asked once per
+run, before any forward pass, by encoderlab/runtime.py, which also picks the attention kernel from
+it: models never probe.
 
 On CUDA ``auto`` is bf16 where the device supports it (compute capability >= 8.0), fp32 otherwise.
 fp16 is not offered: it needs loss scaling, which the trainers do not implement.
@@ -22,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import os
 import platform
+import statistics
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -31,13 +36,17 @@ from pathlib import Path
 
 import torch
 
+from encoderlab.nn.config import EncoderConfig
+from encoderlab.nn.encoder import FeedForward, SelfAttention
+
 PRECISIONS = ("auto", "fp32", "bf16")
-# bf16 must beat fp32 by this factor in the probe: autocast adds casts and bf16 element-wise work
-# that the probe's single layer underweights, so a near tie is resolved to the exact precision.
+# bf16 must beat fp32 by this factor in the probe, with the whole 95% interval of its median ratio
+# above it: autocast's casts and bf16 element-wise work cost something the products' speed-up must
+# pay for, and a ratio within noise of the threshold must give the same answer on every run.
 MIN_BF16_SPEEDUP = 1.25
-PROBE_ROWS = 256  # tokens per probe product: large enough to use the matrix units, small enough
-# that the slow case (bf16 emulated on AVX2, ~1 GFLOP/s) costs well under a second.
-CACHE_VERSION = 1
+PROBE_LENGTH = 128  # the probe layer's sequence length, as the recipes train
+PROBE_MAX_ROUNDS = 15  # rounds of (fp32, bf16) at most; at least 6 give an interval
+CACHE_VERSION = 2  # 2: a layer's step, rounds and an interval (1 timed one linear layer)
 
 
 class PrecisionError(ValueError):
@@ -91,24 +100,19 @@ def resolve_precision(requested: str, device: torch.device | str = "cpu", *, hid
     if device.type != "cpu":
         return PrecisionChoice("fp32", requested, f"auto: no bf16 rule for device type {device.type!r}")
     record = cpu_probe(hidden, intermediate or 4 * hidden)
-    speedup = record["bf16_gflops"] / max(record["fp32_gflops"], 1e-9)
-    pick = "bf16" if speedup >= MIN_BF16_SPEEDUP else "fp32"
-    reason = (f"auto: bf16 products {speedup:.2f}x fp32 on this CPU ({record['cpu']}, {record['capability']}; "
+    lo, hi = record["interval"]
+    pick = "bf16" if record["bf16_fast"] else "fp32"
+    reason = (f"auto: a layer's bf16 step {record['speedup']:.2f}x fp32 on this CPU (95% interval {lo:.2f}-{hi:.2f}, "
+              f"{record['rounds']} rounds; {record['cpu']}, {record['capability']}; "
               f"fp32 {record['fp32_gflops']:.1f}, bf16 {record['bf16_gflops']:.1f} GFLOP/s; "
-              f"bf16 needs >= {MIN_BF16_SPEEDUP}x)")
+              f"bf16 needs the interval above {MIN_BF16_SPEEDUP}x)")
     return PrecisionChoice(pick, requested, reason, record)
 
 
-def resolve_for_encoder(requested: str, device: torch.device | str, encoder) -> PrecisionChoice:
-    """resolve_precision at the width of ``encoder`` (an EncoderConfig): what every caller probes."""
-    return resolve_precision(requested, device, hidden=encoder.hidden_size, intermediate=encoder.intermediate_size)
-
-
-def bf16_products_fast(hidden: int = 256) -> bool:
-    """Whether this CPU runs bf16 matrix products at least MIN_BF16_SPEEDUP x faster than fp32 (the
-    cached probe at width ``hidden``): kernels with a bf16-only fast path ask this."""
-    record = cpu_probe(hidden, 4 * hidden)
-    return record["bf16_gflops"] >= MIN_BF16_SPEEDUP * record["fp32_gflops"]
+def bf16_products_fast(hidden: int, intermediate: int | None = None) -> bool:
+    """Whether this CPU runs a layer's step in bf16 clearly faster than in fp32 (the cached probe at
+    width ``hidden``). Called while resolving a run's kernels (encoderlab/runtime.py), never by a model."""
+    return bool(cpu_probe(hidden, intermediate or 4 * hidden)["bf16_fast"])
 
 
 def cuda_bf16_supported(device: torch.device) -> bool:
@@ -152,40 +156,83 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def probe_shape(hidden: int) -> tuple[int, int]:
+    """(batch, length) of the probe's layer at width ``hidden``: length 128 as the recipes train,
+    the batch shrunk with the width so that the slow case (bf16 emulated, ~1 GFLOP/s) stays near a
+    second: 4 rows of 128 up to width 256, 1 from 512."""
+    return max(1, min(4, round(4 * (256 / hidden) ** 2))), PROBE_LENGTH
+
+
 def machine_key(hidden: int, intermediate: int) -> str:
+    B, T = probe_shape(hidden)
     return (f"{cpu_model()}|{torch.backends.cpu.get_cpu_capability()}|torch {torch.__version__}|"
-            f"threads {torch.get_num_threads()}|{PROBE_ROWS}x{hidden}x{intermediate}")
+            f"threads {torch.get_num_threads()}|layer {B}x{T}x{hidden}x{intermediate}")
 
 
-def measure_cpu(hidden: int, intermediate: int, reps: int = 5) -> dict:
-    """GFLOP/s of a linear layer's forward and backward (3 products) in fp32 and under bf16
-    autocast: the best of ``reps`` calls each, the two precisions alternated, so that a burst of other
-    work on the machine slows calls of both rather than all of one (a probe that timed its fp32 calls
-    first read fp32 at 4 GFLOP/s instead of 140 under such a burst). Where bf16 is more than 4x slower
-    after two rounds the verdict is plain, and the remaining rounds (a second or more each on an
-    AVX2 CPU at width 768) are skipped."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(PROBE_ROWS, hidden, generator=g, requires_grad=True)
-    layer = torch.nn.Linear(hidden, intermediate)
-    flops = 3 * 2 * PROBE_ROWS * hidden * intermediate
-
-    def step(bf16: bool) -> float:
-        t = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            y = layer(x)
-        y.float().sum().backward()
-        return time.perf_counter() - t
-
-    step(False), step(True)  # warm-up: first calls pick kernels and allocate
-    fp32, bf16 = [], []
-    for i in range(reps):
-        fp32.append(step(False))
-        bf16.append(step(True))
-        if i >= 1 and min(bf16) > 4 * min(fp32):
+def median_interval(values: list[float]) -> tuple[float, float] | None:
+    """A distribution-free interval of at least 95% for the median of ``values`` (order statistics
+    k and n-k+1, k the largest with P(Binomial(n, 1/2) < k) <= 2.5%); None below 6 values, where
+    even the minimum and maximum cover less than 95%."""
+    n, xs = len(values), sorted(values)
+    k, below = 0, 0.0
+    while True:
+        below_next = below + math.comb(n, k) / 2 ** n  # P(Binomial < k + 1)
+        if below_next > 0.025:
             break
+        below, k = below_next, k + 1
+    return (xs[k - 1], xs[n - k]) if k >= 1 else None
+
+
+def measure_cpu(hidden: int, intermediate: int) -> dict:
+    """Time the forward and backward of one encoder layer (attention and feed-forward) at width
+    ``hidden``, in fp32 (SDPA attention) and under bf16 autocast (explicit attention products, what
+    a bf16 run would use), alternated round by round so that a burst of other work slows both
+    arms of a round rather than all of one. Each round gives a ratio (fp32 time / bf16 time); the
+    probe stops once the median ratio's 95% interval lies wholly above or below MIN_BF16_SPEEDUP, or
+    after PROBE_MAX_ROUNDS, and bf16 is chosen only when the interval is wholly above it: a machine
+    whose ratio sits within noise of the threshold gets fp32 on every run, not a coin toss. A round
+    in which bf16 is more than 4x slower (bf16 emulated, an AVX2 CPU) ends the probe at once.
+
+    Runs with gradients on whatever its caller's context (no_grad, inference mode): it measures a
+    training step."""
+    B, T = probe_shape(hidden)
+    cfg = EncoderConfig(vocab_size=8, hidden_size=hidden, num_layers=1, num_heads=max(1, hidden // 64),
+                        intermediate_size=intermediate, max_position_embeddings=T,
+                        hidden_dropout=0.0, attention_dropout=0.0)
+    with torch.inference_mode(False), torch.enable_grad():
+        g = torch.Generator().manual_seed(0)
+        attention, ffn = SelfAttention(cfg), FeedForward(cfg)
+        x = torch.randn(B, T, hidden, generator=g).requires_grad_()
+
+        def step(bf16: bool) -> float:
+            attention.explicit_bf16 = bf16
+            t = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                y = ffn(attention(x))
+            y.float().sum().backward()
+            return time.perf_counter() - t
+
+        step(False), step(True)  # warm-up: first calls pick kernels and allocate
+        fp32, bf16, ratios, interval = [], [], [], None
+        for _ in range(PROBE_MAX_ROUNDS):
+            fp32.append(step(False))
+            bf16.append(step(True))
+            ratios.append(fp32[-1] / bf16[-1])
+            if ratios[-1] < 0.25:  # emulated bf16: no need for an interval
+                interval = (min(ratios), max(ratios))
+                break
+            interval = median_interval(ratios)
+            if interval is not None and (interval[0] >= MIN_BF16_SPEEDUP or interval[1] < MIN_BF16_SPEEDUP):
+                break
+    # 3 products (forward, two backward) of each linear, and 2 x 2 of attention's (B, N, T, T) ones.
+    flops = 3 * 2 * B * T * hidden * (3 * hidden + hidden + 2 * intermediate) + 3 * 2 * 2 * B * T * T * hidden
+    speedup = statistics.median(ratios)
+    fast = interval is not None and interval[0] >= MIN_BF16_SPEEDUP
     return {"cpu": cpu_model(), "capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "shape": [PROBE_ROWS, hidden, intermediate],
+            "threads": torch.get_num_threads(), "shape": [B, T, hidden, intermediate],
             "fp32_gflops": flops / min(fp32) / 1e9, "bf16_gflops": flops / min(bf16) / 1e9,
+            "speedup": speedup, "interval": list(interval) if interval else [speedup, speedup],
+            "rounds": len(ratios), "bf16_fast": fast,
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
@@ -196,7 +243,8 @@ def cache_path() -> Path:
     return Path(root) / "precision-probe.json"
 
 
-_RECORD_KEYS = {"cpu": str, "capability": str, "fp32_gflops": float, "bf16_gflops": float}
+_RECORD_KEYS = {"cpu": str, "capability": str, "fp32_gflops": float, "bf16_gflops": float, "speedup": float,
+                "interval": list, "rounds": int, "bf16_fast": bool}
 
 
 def read_cache(path: Path) -> dict[str, dict]:

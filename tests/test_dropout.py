@@ -66,7 +66,7 @@ def test_bf16_cpu_attention_explicit_matches_sdpa(monkeypatch):
     mask = mask[:, None, None, :]
     w = torch.randn(3, 9, 64)  # a random readout, so the gradient through LayerNorm is not ~0
     outs = {}
-    monkeypatch.setattr(encoder_module, "_bf16_products_fast", True)  # the explicit path, whatever this CPU is
+    att.explicit_bf16 = True  # the explicit path, whatever this CPU is
     for limit in (256, 0):  # 0: every length is "long", so SDPA runs
         monkeypatch.setattr(encoder_module, "EXPLICIT_BF16_MAX_LEN", limit)
         att.zero_grad()
@@ -83,22 +83,31 @@ def test_bf16_cpu_attention_explicit_matches_sdpa(monkeypatch):
 
 def test_bf16_attention_path_follows_the_precision_probe(monkeypatch, tmp_path):
     """Where the probe says bf16 products are slow (an AVX2-only CPU), short bf16 attention keeps
-    SDPA: the explicit products would be 3-5x slower there. Where fast, the explicit path runs."""
+    SDPA: the explicit products would be 3-5x slower there. Where fast, the explicit path runs. The
+    choice is made by resolve_runtime before the forward pass and handed to the model: the forward
+    pass itself never probes (it runs under no_grad here, as a pretraining's first evaluation)."""
     from encoderlab import precision
+    from encoderlab.nn.encoder import Encoder
+    from encoderlab.runtime import resolve_runtime
 
     calls = []
     monkeypatch.setattr(F, "scaled_dot_product_attention",
                         lambda *a, _f=F.scaled_dot_product_attention, **k: calls.append(1) or _f(*a, **k))
     cfg = EncoderConfig(vocab_size=50, hidden_size=64, num_layers=1, num_heads=4, intermediate_size=64,
                         hidden_dropout=0.0, attention_dropout=0.0)
-    att = SelfAttention(cfg).eval()
-    x = torch.randn(2, 9, 64)
+    enc = Encoder(cfg).eval()
+    ids = torch.randint(5, 50, (2, 9))
     for fast, sdpa_calls in ((False, 1), (True, 0)):
-        monkeypatch.setattr(encoder_module, "_bf16_products_fast", None)  # decided anew, by the probe
         monkeypatch.setattr(precision, "measure_cpu", lambda h, i, fast=fast: {
-            "cpu": "Test CPU", "capability": "TEST", "fp32_gflops": 30.0, "bf16_gflops": 200.0 if fast else 1.0})
+            "cpu": "Test CPU", "capability": "TEST", "fp32_gflops": 30.0, "bf16_gflops": 200.0 if fast else 1.0,
+            "speedup": 6.0 if fast else 0.03, "interval": [5.0, 7.0] if fast else [0.03, 0.03], "rounds": 6,
+            "bf16_fast": fast})
         monkeypatch.setenv("ENCODERLAB_CACHE_DIR", str(tmp_path / str(fast)))  # no cached verdict applies
+        runtime = resolve_runtime("bf16", "cpu", cfg)  # asked for: the attention kernel still follows the probe
+        assert runtime.attention == ("explicit" if fast else "sdpa")
+        runtime.apply(enc)
+        monkeypatch.setattr(precision, "measure_cpu", lambda *a: pytest.fail("the model probed"))
         calls.clear()
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            att(x)
-        assert len(calls) == sdpa_calls and encoder_module._bf16_products_fast is fast
+            enc(ids)
+        assert len(calls) == sdpa_calls

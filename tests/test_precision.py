@@ -22,8 +22,11 @@ IDS = dict(mask_token_id=3, special_token_ids=(0, 1, 2, 3, 4))
 
 
 def _record(fp32: float, bf16: float) -> dict:
+    r = bf16 / fp32
     return {"cpu": "Test CPU", "capability": "TEST", "torch": torch.__version__, "threads": 1,
-            "shape": [P.PROBE_ROWS, 32, 128], "fp32_gflops": fp32, "bf16_gflops": bf16, "date": "2026-12-04"}
+            "shape": [4, 128, 32, 128], "fp32_gflops": fp32, "bf16_gflops": bf16, "speedup": r,
+            "interval": [0.9 * r, 1.1 * r], "rounds": 6, "bf16_fast": 0.9 * r >= P.MIN_BF16_SPEEDUP,
+            "date": "2026-12-04"}
 
 
 @pytest.fixture
@@ -112,7 +115,52 @@ def test_an_unwritable_cache_costs_only_a_warning(probe, tmp_path, monkeypatch):
 def test_the_real_probe_measures_both_precisions(cache):
     rec = P.measure_cpu(32, 64)
     assert rec["fp32_gflops"] > 0 and rec["bf16_gflops"] > 0
-    assert rec["capability"] == torch.backends.cpu.get_cpu_capability() and rec["shape"] == [P.PROBE_ROWS, 32, 64]
+    assert rec["capability"] == torch.backends.cpu.get_cpu_capability() and rec["shape"] == [4, 128, 32, 64]
+    lo, hi = rec["interval"]
+    assert lo <= rec["speedup"] <= hi and 1 <= rec["rounds"] <= P.PROBE_MAX_ROUNDS
+    # The verdict is the interval's: wholly above the threshold, or fp32.
+    assert rec["bf16_fast"] == (lo >= P.MIN_BF16_SPEEDUP)
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode])
+def test_the_probe_measures_a_training_step_whatever_the_callers_context(cache, context):
+    """The fresh-machine crash: the first evaluation of a pretraining (under no_grad) reached the
+    probe, whose backward then failed. The probe enables gradients itself."""
+    with context():
+        rec = P.measure_cpu(32, 64)
+    assert rec["fp32_gflops"] > 0 and rec["bf16_gflops"] > 0
+
+
+def test_the_median_interval_is_distribution_free_and_needs_six_values():
+    assert P.median_interval([1.0] * 5) is None  # min..max of 5 covers 94% < 95%
+    assert P.median_interval([3.0, 1.0, 2.0, 6.0, 5.0, 4.0]) == (1.0, 6.0)
+    xs = list(range(1, 16))  # n = 15: order statistics 4 and 12 (P(Bin(15, 1/2) < 4) = 1.8%)
+    assert P.median_interval([float(x) for x in xs]) == (4.0, 12.0)
+
+
+def test_a_ratio_within_noise_of_the_threshold_keeps_fp32(monkeypatch):
+    """Rounds alternate around 1.25x: the interval straddles the threshold to the last round, and the
+    verdict is fp32 (the same on every run), not whichever side one reading fell on."""
+    ratios = iter([1.15, 1.35] * P.PROBE_MAX_ROUNDS)
+    clock = {"t": 0.0, "fp32": True}
+
+    def fake_counter():
+        return clock["t"]
+
+    def fake_step_time(bf16):
+        clock["t"] += 1.0 / next(ratios) if bf16 else 1.0
+
+    monkeypatch.setattr(P.time, "perf_counter", fake_counter)
+    real_forward = P.FeedForward.forward
+
+    def timed_forward(self, x):
+        fake_step_time(torch.is_autocast_enabled("cpu"))
+        return real_forward(self, x)
+
+    monkeypatch.setattr(P.FeedForward, "forward", timed_forward)
+    rec = P.measure_cpu(32, 64)
+    lo, hi = rec["interval"]
+    assert rec["rounds"] == P.PROBE_MAX_ROUNDS and lo < P.MIN_BF16_SPEEDUP < hi and rec["bf16_fast"] is False
 
 
 @pytest.mark.parametrize("fp32,bf16,want", [(30.0, 0.9, "fp32"), (30.0, 200.0, "bf16")])
@@ -124,7 +172,8 @@ def test_auto_pretraining_runs_in_the_probed_precision_and_records_why(tmp_path,
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     run = [r for r in lines if r["split"] == "run"]
     assert len(run) == 1 and run[0]["precision"] == want and run[0]["requested"] == "auto"
-    assert "bf16 products" in run[0]["reason"] and run[0]["probe"]["bf16_gflops"] == bf16
+    assert "bf16 step" in run[0]["reason"] and run[0]["probe"]["bf16_gflops"] == bf16
+    assert run[0]["attention"] == ("explicit" if want == "bf16" else "sdpa")  # decided with the precision
     assert all(r["precision"] == want for r in read_metrics(tmp_path))
     assert res.status == "completed"
 

@@ -164,10 +164,12 @@ def _setup(args):
 def _resolved(model, precision: str):
     """The precision to score ``model`` in on the CPU, printed with its reason."""
     from encoderlab.models.pairs import deployed
-    from encoderlab.precision import resolve_for_encoder
+    from encoderlab.runtime import resolve_runtime
 
-    choice = resolve_for_encoder(precision, "cpu", deployed(model).encoder.config)
-    print(f"precision {choice.precision} ({choice.reason})")
+    runtime = resolve_runtime(precision, "cpu", deployed(model).encoder.config)
+    runtime.apply(model)
+    choice = runtime.precision
+    print(f"precision {choice.precision} ({choice.reason}); attention {runtime.attention}")
     return choice.precision
 
 

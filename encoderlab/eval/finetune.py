@@ -46,7 +46,8 @@ from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.models.networks import SequenceClassifier
 from encoderlab.models.pairs import deployed, materialize_gdes
-from encoderlab.precision import autocast, resolve_for_encoder
+from encoderlab.precision import autocast
+from encoderlab.runtime import resolve_runtime
 
 
 def default_learning_rate(hidden_size: int) -> float:
@@ -201,7 +202,9 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     torch.manual_seed(seed)
     device = resolve_device(cfg.device)
     model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout, cfg.unpad).to(device)
-    precision = resolve_for_encoder(cfg.precision, device, model.encoder.config)
+    runtime = resolve_runtime(cfg.precision, device, model.encoder.config)
+    runtime.apply(model)
+    precision = runtime.precision
     train = subset(data.train, cfg.max_train_examples)
     max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)
     enc = _encode(tok, train, max_length)
@@ -254,7 +257,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
         "epochs": epochs, "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
         "train_examples_per_s": seen / train_time, "eval_examples_per_s": eval_n / max(eval_time, 1e-9),
         "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
-        "precision": precision.precision, "precision_reason": precision.reason,
+        "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.attention,
     }
     log(f"  seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
         + f"  ({total} steps, {result['train_examples_per_s']:.0f} train ex/s, "

@@ -38,7 +38,8 @@ from encoderlab.eval.intrinsic import discriminator_network, mlm_network
 from encoderlab.eval.tasks import Example, TaskSpec, get_task, load_task
 from encoderlab.models.networks import Discriminator
 from encoderlab.models.pairs import deployed
-from encoderlab.precision import autocast, resolve_for_encoder
+from encoderlab.precision import autocast
+from encoderlab.runtime import resolve_runtime
 
 
 @dataclass
@@ -180,7 +181,9 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
     if method == "auto":
         method = "discriminator" if isinstance(deployed(model), Discriminator) else "mlm"
     base = mlm_network(model) if method == "mlm" else discriminator_network(model)
-    precision = resolve_for_encoder(cfg.precision, "cpu", base.encoder.config)
+    runtime = resolve_runtime(cfg.precision, "cpu", base.encoder.config)
+    runtime.apply(model)
+    precision = runtime.precision
     data = load_task(spec, data_dir)
     if len(verbalizer) != len(data.labels):
         raise ValueError(f"{len(verbalizer)} label words {list(verbalizer)} for labels {list(data.labels)}")

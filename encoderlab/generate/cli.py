@@ -69,7 +69,7 @@ def _decode(args) -> int:
     from encoderlab.generate.decode import generate
     from encoderlab.generate.tasks import read_pairs
     from encoderlab.generate.train import lengths_for, load_generator, reference_text
-    from encoderlab.precision import resolve_for_encoder
+    from encoderlab.runtime import resolve_runtime
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -86,7 +86,9 @@ def _decode(args) -> int:
         sources = [s.strip() for s in path.read_text(encoding="utf-8").splitlines() if s.strip()]
         targets = None
     max_source, max_target = lengths_for(cfg, model.encoder.config.max_position_embeddings)
-    precision = resolve_for_encoder(cfg.precision, "cpu", model.encoder.config).precision
+    runtime = resolve_runtime(cfg.precision, "cpu", model.encoder.config)
+    runtime.apply(model)
+    precision = runtime.precision.precision
     out = generate(model, tok, sources, beam=args.beam or cfg.beam_size, max_source_length=max_source,
                    max_length=max_target, length_penalty=cfg.length_penalty, batch_size=cfg.eval_batch_size,
                    precision=precision)

@@ -40,7 +40,8 @@ from encoderlab.generate.decode import generate, special_ids
 from encoderlab.generate.model import IGNORE, Seq2SeqStart, hidden_states, seq2seq_start, training_batch
 from encoderlab.generate.tasks import GenerationTask, Pair, load_task
 from encoderlab.models.networks import MaskedLM
-from encoderlab.precision import autocast, resolve_for_encoder
+from encoderlab.precision import autocast
+from encoderlab.runtime import resolve_runtime
 
 SETTINGS_FILE = "generation.yaml"  # beside a fine-tuned model: its GenerationConfig and origin
 
@@ -118,7 +119,7 @@ def run_generation(checkpoint: str | Path | nn.Module, task: str | Path | Genera
             dest = Path(out_dir) if len(seed_list) == 1 else Path(out_dir) / f"seed-{seed}"
             save_generator(model, dest, tok, seed_cfg, start, checkpoint)
             log(f"  saved {dest}")
-    precision = resolve_for_encoder(cfg.precision, device, start.model.encoder.config)
+    precision = resolve_runtime(cfg.precision, device, start.model.encoder.config).precision  # cached: no new probe
     return GenerationResult(
         checkpoint=str(checkpoint) if not isinstance(checkpoint, nn.Module) else "<in-memory>",
         network=start.network, fresh_head=start.fresh_head, start=start.note, task=task.to_dict(),
@@ -150,7 +151,9 @@ def fine_tune(start: Seq2SeqStart, tok: Tokenizer, task: GenerationTask, cfg: Ge
     device = resolve_device(cfg.device)
     model = start.model.to(device)
     enc_cfg = model.encoder.config
-    precision = resolve_for_encoder(cfg.precision, device, enc_cfg).precision
+    runtime = resolve_runtime(cfg.precision, device, enc_cfg)
+    runtime.apply(model)
+    precision = runtime.precision.precision
     max_source, max_target = lengths_for(cfg, enc_cfg.max_position_embeddings)
     data = encode_pairs(tok, task.splits["train"], max_source, max_target)
     if not data:

@@ -23,24 +23,11 @@ from torch import nn
 from encoderlab.nn.config import EncoderConfig
 from encoderlab.nn.dropout import Dropout, dropout
 
-# Longest sequence at which bf16 attention on the CPU runs as explicit products rather than SDPA:
-# 3.7-5.2x faster (forward + backward) at 128, 2.2x at 256, even at 512 on an AMX Xeon, 2.7-4.5x at
-# 128 on a Zen 4 EPYC (benchmarks/attention.py), where SDPA's smaller memory (no (B, N, T, T)
-# tensors kept for backward) then decides. Only where bf16 products are fast: on a CPU limited to
-# AVX2 the explicit bf16 products were 3-5x *slower* than SDPA's kernel (2026-12-04), so there (where
-# bf16 runs only when asked for: precision auto is fp32) SDPA is kept. Decided by the precision
-# probe (encoderlab/precision.py), once per process.
+# Longest sequence at which bf16 attention on the CPU runs as explicit products rather than SDPA,
+# where the run's kernels say so (SelfAttention.explicit_bf16, set by encoderlab/runtime.py where bf16
+# products are fast): at longer lengths SDPA's smaller memory (no (B, N, T, T) tensors kept for
+# backward) decides. Measurements: docs/benchmarks.md, "Attention on the CPU".
 EXPLICIT_BF16_MAX_LEN = 256
-_bf16_products_fast: bool | None = None
-
-
-def explicit_bf16_attention() -> bool:
-    global _bf16_products_fast
-    if _bf16_products_fast is None:
-        from encoderlab.precision import bf16_products_fast
-
-        _bf16_products_fast = bf16_products_fast()
-    return _bf16_products_fast
 
 
 def activation(name: str):
@@ -142,6 +129,9 @@ class SelfAttention(nn.Module):
         self.attention_dropout = cfg.attention_dropout
         self.dropout = Dropout(cfg.hidden_dropout)
         self.pre_norm = cfg.norm == "pre"
+        # bf16 attention at short lengths on the CPU as explicit products (True) or SDPA (False, safe
+        # everywhere): a plain value chosen by whoever runs the model (encoderlab/runtime.py).
+        self.explicit_bf16 = False
 
     def forward(self, x, mask=None, rotary=None, norm=True, unpad=None):
         """x (B, T, H), or (R, H) real tokens with unpad = (flat indices (R,), B, T); mask: bool,
@@ -162,12 +152,12 @@ class SelfAttention(nn.Module):
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         p = self.attention_dropout if self.training else 0.0
         bf16_short = q.dtype == torch.bfloat16 and T <= EXPLICIT_BF16_MAX_LEN
-        if x.device.type == "cpu" and (p > 0.0 or (bf16_short and explicit_bf16_attention())):
+        if x.device.type == "cpu" and (p > 0.0 or (bf16_short and self.explicit_bf16)):
             # Explicit products on the CPU, where they beat SDPA (benchmarks/attention.py): SDPA has
             # no fused dropout (with dropout_p > 0 it runs these same products but draws its mask
             # per element, which costs more than they do), and in bf16 at short lengths its flash
             # kernel is slower than two batched products, forward and above all backward, where
-            # bf16 products are fast (see explicit_bf16_attention).
+            # bf16 products are fast (explicit_bf16, chosen outside the model).
             s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5  # (B, N, T, T)
             if mask is not None:
                 s = s.masked_fill(~mask, float("-inf"))
@@ -287,6 +277,11 @@ class Encoder(nn.Module):
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H)
         return EncoderOutput(hidden=x, pooled=pooled)
 
+    def set_attention_kernel(self, explicit_bf16: bool) -> None:
+        """bf16 attention at short lengths on the CPU as explicit products (True) or SDPA (False)."""
+        for a in self.attention:
+            a.explicit_bf16 = explicit_bf16
+
     def unshare(self) -> Encoder:
         """A copy with independent layers (each a copy of the shared one): identical outputs. The
         embeddings are not per layer: the copy takes this encoder's embeddings module itself, so
@@ -294,6 +289,7 @@ class Encoder(nn.Module):
         stay shared."""
         cfg = self.config.unshared()
         out = Encoder(cfg)
+        out.set_attention_kernel(self.attention[0].explicit_bf16)
         out.embeddings = self.embeddings
         for i, (a, f) in enumerate(self._order):
             state = self.attention[a].state_dict()

@@ -147,14 +147,16 @@ def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
     from encoderlab.data.tokenizer import load_tokenizer
     from encoderlab.eval.intrinsic import minimal_pairs_accuracy
     from encoderlab.models.pairs import ElectraPair, deployed
-    from encoderlab.precision import resolve_for_encoder
+    from encoderlab.runtime import resolve_runtime
 
     path = Path(cfg.minimal_pairs) if cfg.minimal_pairs else Path(cfg.out_dir) / "data" / "minimal_pairs.jsonl"
     if not cfg.minimal_pairs and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)  # no data/ dir when the study reuses a store
         derived_minimal_pairs(data, path)
     tok = load_tokenizer(data["tokenizer"])
-    precision = resolve_for_encoder(cfg.base.trainer.precision, "cpu", deployed(model).encoder.config)
+    runtime = resolve_runtime(cfg.base.trainer.precision, "cpu", deployed(model).encoder.config)
+    runtime.apply(model)
+    precision = runtime.precision
     out = {"precision": precision.precision}
     methods = ["mlm", "discriminator"] if isinstance(model, ElectraPair) else ["mlm"]
     for m in methods:  # for ELECTRA: "mlm" scores its generator, "discriminator" the discriminator

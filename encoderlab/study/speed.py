@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from encoderlab.runtime import resolve_runtime
+
 ROUNDS = 5
 
 
@@ -69,18 +71,25 @@ def latency_precisions(precision: str, configs: list) -> tuple[str, ...]:
     """The precisions inference is timed in: fp32 always, and bf16 where the study's precision is
     bf16 on this machine for the widest encoder (auto on a CPU without fast bf16 products: fp32
     only; timing bf16 there would take minutes to report a precision no one would deploy)."""
-    from encoderlab.precision import resolve_for_encoder
-
-    chosen = resolve_for_encoder(precision, "cpu", max(configs, key=lambda c: c.hidden_size))
+    chosen = resolve_runtime(precision, "cpu", max(configs, key=lambda c: c.hidden_size)).precision
     return ("fp32", "bf16") if chosen.bf16 else ("fp32",)
 
 
-@torch.inference_mode()
 def inference_latency(encoders: dict, *, rounds: int = ROUNDS, seconds: float = 0.5,
                       dtypes: tuple[str, ...] = ("fp32", "bf16")) -> dict[str, dict]:
     """{variant: {"fp32_b1": ms, "fp32_b32": ms, "bf16_b1": ms, "bf16_b32": ms}}: each encoder's
     forward time at sequence 128 (or its maximum), batch 1 and 32, in each of ``dtypes`` (bf16:
-    autocast): the median call of a round, the best round; every variant in turn each round (on the CPU)."""
+    autocast, with the attention kernel a bf16 run on this machine uses): the median call of a
+    round, the best round; every variant in turn each round (on the CPU). Kernels are resolved
+    here, before inference mode is entered."""
+    if "bf16" in dtypes:
+        for enc in encoders.values():
+            resolve_runtime("bf16", "cpu", enc.config).apply(enc)
+    with torch.inference_mode():
+        return _latency(encoders, rounds, seconds, dtypes)
+
+
+def _latency(encoders: dict, rounds: int, seconds: float, dtypes: tuple[str, ...]) -> dict[str, dict]:
     times: dict[str, dict[str, list[float]]] = {name: {} for name in encoders}
     for _ in range(rounds):
         for name, enc in encoders.items():

@@ -23,7 +23,8 @@ from encoderlab.checkpoint import CheckpointError
 from encoderlab.device import resolve_device
 from encoderlab.nn.encoder import Encoder
 from encoderlab.objectives import build_networks, build_objective, with_defaults
-from encoderlab.precision import autocast, resolve_for_encoder
+from encoderlab.precision import autocast
+from encoderlab.runtime import resolve_runtime
 from encoderlab.threads import ThreadsFollower
 from encoderlab.train import distributed
 from encoderlab.train.config import ModelSpec, PretrainConfig
@@ -83,9 +84,12 @@ class Trainer:
         self.model_cfg, self.ocfg, self.tokenizer_dir = model_cfg, ocfg, info["tokenizer_dir"]
         self.run_dir = Path(t.run_dir)
         self.model = build_networks(model_cfg, ocfg).to(self.device)
-        self.precision = resolve_for_encoder(t.precision, self.device, model_cfg.encoder)
         self.model.train()
         self.notes = initialize_from(self.model, cfg.init)
+        # Kernels decided once, before any forward pass (the first evaluation runs under no_grad).
+        self.runtime = resolve_runtime(t.precision, self.device, model_cfg.encoder)
+        self.runtime.apply(self.model)
+        self.precision = self.runtime.precision
         if t.compile:
             for m in self.model.modules():
                 if isinstance(m, Encoder):
@@ -167,7 +171,7 @@ class Trainer:
             print(f"encoderlab pretrain: precision {self.precision.precision} ({self.precision.reason})",
                   file=sys.stderr)
         # Every (re)start records the precision it ran in: a resumed run may be on another machine.
-        self.logger.log("run", {"step": self.step, "device": self.device.type, **self.precision.to_dict()})
+        self.logger.log("run", {"step": self.step, "device": self.device.type, **self.runtime.to_dict()})
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in old:
             signal.signal(s, self._on_signal)
