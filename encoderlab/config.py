@@ -11,6 +11,7 @@ Every config in encoderlab subclasses :class:`Config`. The base gives:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 import warnings
@@ -83,8 +84,9 @@ class Config:
         unknown = sorted(set(data) - set(fields))
         if unknown:
             label = f"{where}: " if where else ""
+            hints = "".join(f"; {k!r}: did you mean {m!r}?" for k in unknown if (m := closest(str(k), fields)))
             raise ConfigError(
-                f"{label}unknown key(s) {unknown} for {cls.__name__}; valid keys: {sorted(fields)}"
+                f"{label}unknown key(s) {unknown} for {cls.__name__}{hints}; valid keys: {sorted(fields)}"
             )
         kwargs = {}
         for name, value in data.items():
@@ -151,6 +153,13 @@ class Config:
                 node = node[part]
             node[parts[-1]] = value
         return type(self).from_dict(data)
+
+
+def closest(word: str, choices) -> str | None:
+    """The closest of ``choices`` to a misspelled ``word`` (difflib, ratio >= 0.6), or None: what
+    every unknown-name error suggests ("did you mean ..."), so a typo names its fix."""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _config_at(cls: type, parts: list[str]) -> type | None:

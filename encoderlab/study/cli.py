@@ -59,9 +59,13 @@ def cmd_study_claims(args) -> int:
 
 
 def run(study: str, overrides) -> int:
+    from encoderlab.study.roles import check_roles
     from encoderlab.study.runner import run_study
 
-    print_summary(run_study(load_study(study, overrides)))
+    cfg = load_study(study, overrides)  # a misspelled role or variant fails here (study/roles.py)
+    for note in check_roles(cfg):  # the claims this study will not run, and why, before any compute
+        print(f"[study] {note}")
+    print_summary(run_study(cfg))
     return 0
 
 

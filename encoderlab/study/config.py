@@ -139,6 +139,9 @@ class StudyConfig(Config):
     finetune_fractions: tuple[float, ...] = (0.5, 1.0)
     variants: tuple[VariantSpec, ...] = ()
     roles: ClaimRoles = dataclasses.field(default_factory=ClaimRoles)
+    # A role whose variant looks misspelled, or a role mapped to no variant, stops the study before
+    # any compute (study/roles.py); true runs it anyway, those claims "not run".
+    allow_missing_roles: bool = False
     tasks: tuple[TaskRef, ...] = ()
     glue_dir: str | None = None  # default data_dir of tasks that name none (GLUE-style root)
     finetune: FinetuneConfig = dataclasses.field(default_factory=FinetuneConfig)
@@ -197,6 +200,9 @@ class StudyConfig(Config):
             raise ConfigError("seeds must be >= 1")
         if self.pretrain_jobs < 1 or any(n is not None and n < 1 for n in (self.finetune_jobs, self.threads)):
             raise ConfigError("pretrain_jobs, finetune_jobs and threads must be >= 1")
+        from encoderlab.study.roles import check_roles
+
+        check_roles(self)  # names before compute: a misspelled variant fails here, not as "not run" hours later
 
     def threads_per_job(self, jobs: int | None = None) -> int | None:
         """Torch threads of each of `jobs` processes at once (default pretrain_jobs, which the speed
