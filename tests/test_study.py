@@ -108,15 +108,22 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
 
 
 def test_interrupted_study_continues_from_its_stages(tmp_path):
-    _run(tmp_path)
+    """With two pretraining seeds: both runs pretrained and fine-tuned as their own stages, the second
+    run's scores in report.json's replicas; a study killed during a fine-tuning redoes only that."""
+    report, _ = _run(tmp_path, pretrain_seeds=2)
     out = tmp_path / "study"
     stages = Stages(out / "stages.json")
-    # Forget the fine-tuning stage, as if the study had been killed during it.
-    key = next(k for k in stages.data if k.startswith("finetune:"))
-    del stages.data[key]
+    assert {"pretrain:bert", "pretrain:bert@seed1", "finetune:bert:1.0:demo",
+            "finetune:bert@seed1:1.0:demo"} <= set(stages.data)
+    bert = StudyResults.from_json(report).variants["bert"]
+    assert [r.seed for r in bert.replicas] == [1] and bert.seed_scores()["demo"].shape == (2, 2)
+    assert bert.replicas[0].curve["eval"] and bert.replicas[0].run_dir.endswith("bert@seed1")
+    # Forget a fine-tuning stage of the second run, as if the study had been killed during it.
+    del stages.data["finetune:bert@seed1:1.0:demo"]
     stages.path.write_text(json.dumps(stages.data))
-    _, lines = _run(tmp_path)
-    assert any("fine-tune bert" in ln for ln in lines)
+    _, lines = _run(tmp_path, pretrain_seeds=2)
+    assert [ln.split("] ", 1)[1] for ln in lines if "fine-tune bert" in ln] == [
+        "fine-tune bert@seed1 at 1 of the budget on demo (2 seeds)"]
     assert not any("pretrain bert" in ln for ln in lines)
 
 

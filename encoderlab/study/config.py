@@ -169,6 +169,13 @@ class StudyConfig(Config):
     # process with cores // finetune_jobs threads (None: as many as pretrain_jobs).
     finetune_jobs: int | None = None
     speed_seconds: float = 1.5  # timed per variant and round (5 rounds) in the side-by-side speed stage
+    # Pretraining runs per variant, each from its own trainer.seed (base's + k: initialisation and data
+    # order), the unit of replication of the claims' statistics (study/stats.py); run k > 0 is named
+    # "<variant>@seed<k>". With 1 the claims' intervals cover fine-tuning noise only.
+    pretrain_seeds: int = 1
+    # A claim of matching (claims 5b and 11) is "equivalent within ±equivalence_margin" when the 95%
+    # interval of the difference lies inside it (score units: 0.01 is one point of accuracy).
+    equivalence_margin: float = 0.01
 
     @classmethod
     def from_dict(cls, data, *, where: str = ""):
@@ -198,6 +205,10 @@ class StudyConfig(Config):
             raise ConfigError("budget_flops must be positive")
         if self.seeds < 1:
             raise ConfigError("seeds must be >= 1")
+        if self.pretrain_seeds < 1:
+            raise ConfigError("pretrain_seeds must be >= 1")
+        if self.equivalence_margin <= 0:
+            raise ConfigError(f"equivalence_margin must be positive, got {self.equivalence_margin}")
         if self.pretrain_jobs < 1 or any(n is not None and n < 1 for n in (self.finetune_jobs, self.threads)):
             raise ConfigError("pretrain_jobs, finetune_jobs and threads must be >= 1")
         from encoderlab.study.roles import check_roles

@@ -20,9 +20,23 @@ from encoderlab.train.config import InitConfig, ModelSpec, PretrainConfig
 
 
 def plan(cfg: StudyConfig, data: dict, out: Path) -> dict[str, PretrainConfig]:
-    """{variant name: its PretrainConfig}, in the study's order."""
+    """{run name: its PretrainConfig}: every variant's pretraining runs (run_name), in the study's order."""
     check_networks(cfg)
-    return {v.name: variant_recipe(cfg, v, data, out / "runs" / v.name) for v in cfg.variants}
+    names = {v.name for v in cfg.variants}
+    recipes = {}
+    for v in cfg.variants:
+        for seed in range(cfg.pretrain_seeds):
+            name = run_name(v.name, seed)
+            if seed and name in names:
+                raise ConfigError(f"variant {name!r}: the name of {v.name!r}'s run from pretraining seed {seed}")
+            recipes[name] = variant_recipe(cfg, v, data, out / "runs" / name, seed=seed)
+    return recipes
+
+
+def run_name(variant: str, seed: int) -> str:
+    """The name (stage key, run folder) of a variant's pretraining run from pretraining seed ``seed``:
+    seed 0's is the variant's own, so a study written before pretraining seeds keeps its stages."""
+    return variant if seed == 0 else f"{variant}@seed{seed}"
 
 
 def check_networks(cfg: StudyConfig) -> None:
@@ -59,7 +73,9 @@ def check_tasks(cfg: StudyConfig, data: dict) -> None:
                               "names the folder)") from None
 
 
-def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) -> PretrainConfig:
+def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path, *, seed: int = 0) -> PretrainConfig:
+    """The variant's recipe; pretraining seed ``seed`` > 0 adds to base's trainer.seed (initialisation,
+    data order and the held-out masks), seed 0's is base's own."""
     from encoderlab.data.store import TokenStore
     from encoderlab.train.flops import steps_for_budget
     from encoderlab.train.init import resolve_model
@@ -77,7 +93,8 @@ def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path) 
             # share of the budget is slightly below short_seq_fraction, for every variant alike.
             data=base.data.replace(kind="store", path=data["store"], tokenizer_dir=data["tokenizer"],
                                    short_seq_steps=round(cfg.short_seq_fraction * steps)),
-            trainer=base.trainer.replace(run_dir=str(run_dir), max_flops=cfg.budget_flops, max_steps=None,
+            trainer=base.trainer.replace(run_dir=str(run_dir), seed=base.trainer.seed + seed,
+                                         max_flops=cfg.budget_flops, max_steps=None,
                                          max_tokens=None, max_time_s=None, log_every=max(1, every // 4),
                                          eval_every=every, checkpoint_every=every, keep_last=10_000,
                                          progress=False))
@@ -139,9 +156,9 @@ class FinetuneUnit:
 
 
 def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
-                   checkpoints: dict[float, Checkpoint]) -> list[FinetuneUnit]:
-    """A variant's fine-tunings: every task at every fine-tuning fraction, and for an unshare
-    variant also its unshared copy at the last fraction."""
+                   checkpoints: dict[float, Checkpoint], run: str | None = None) -> list[FinetuneUnit]:
+    """A pretraining run's fine-tunings (``run``: its name, default the variant's seed-0 run): every task
+    at every fine-tuning fraction, and for an unshare variant also its unshared copy at the last fraction."""
     rfp = recipe_fingerprint(recipe)
     weight = finetune_weight(cfg, recipe)
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}  # a study may move between machines
@@ -150,7 +167,7 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
         ck = checkpoints[frac].path
         for task in cfg.tasks:
             for unshared in [False] + ([True] if v.unshare and frac == max(cfg.finetune_fractions) else []):
-                units.append(FinetuneUnit(v.name, FinetuneKey(task.name, frac, unshared), ck, task,
+                units.append(FinetuneUnit(run or v.name, FinetuneKey(task.name, frac, unshared), ck, task,
                                           fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared), weight))
     return units
 

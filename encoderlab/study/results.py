@@ -15,6 +15,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 
 @dataclass(frozen=True, order=True)
 class FinetuneKey:
@@ -37,11 +39,44 @@ class Checkpoint:
 
 
 @dataclass
+class Replica:
+    """A further pretraining run of a variant, from pretraining seed ``seed`` (> 0; seed 0's run is
+    the variant's own record): its checkpoints, curves and fine-tunings."""
+
+    seed: int
+    run_dir: str
+    checkpoints: dict[float, Checkpoint] = field(default_factory=dict)
+    curve: dict = field(default_factory=lambda: {"train": [], "eval": []})
+    finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"seed": self.seed, "run_dir": self.run_dir,
+                "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
+                "curve": self.curve,
+                "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Replica:
+        return cls(seed=d["seed"], run_dir=d["run_dir"], checkpoints=_checkpoints(d["checkpoints"]),
+                   curve=d.get("curve", {"train": [], "eval": []}), finetune=_finetunings(d["finetune"]))
+
+
+def _checkpoints(cks: list) -> dict[float, Checkpoint]:
+    return {float(c["fraction"]): Checkpoint(c["path"], c["step"], c["flops"], c["fraction_of_budget"]) for c in cks}
+
+
+def _finetunings(fts: list) -> dict[FinetuneKey, dict | None]:
+    return {FinetuneKey(f["task"], float(f["fraction"]), bool(f.get("unshared"))): f["result"] for f in fts}
+
+
+@dataclass
 class VariantResult:
     """Everything the study learned about one variant. ``finetune`` maps each key to the fine-tuning
     summary (score median/min/max/std/n over seeds, per-metric summary, per-seed scores), or None for
     one not run yet; ``measure`` holds size, parameters, minimal pairs and latency; ``speed`` the
-    side-by-side training throughput (absent for two-stage variants, whose logged rate is used)."""
+    side-by-side training throughput (absent for two-stage variants, whose logged rate is used).
+    These are pretraining seed 0's; ``replicas`` holds the runs from further pretraining seeds
+    (StudyConfig.pretrain_seeds), whose fine-tunings the claims' statistics read beside seed 0's."""
 
     name: str
     spec: dict
@@ -52,6 +87,7 @@ class VariantResult:
     finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
     measure: dict = field(default_factory=dict)
     speed: dict | None = None
+    replicas: list[Replica] = field(default_factory=list)
 
     # ---- what the claims and the report read ---------------------------------------------------
     def fine_tunings(self, *, unshared: bool = False) -> dict[FinetuneKey, dict]:
@@ -66,6 +102,26 @@ class VariantResult:
         rows = [r for k, r in done.items() if k.fraction == last]
         return {"median": statistics.mean(r["score"]["median"] for r in rows),
                 "std": statistics.mean(r["score"]["std"] for r in rows), "n": rows[0]["score"]["n"]}
+
+    def seed_scores(self, fraction: float | None = None, *, unshared: bool = False) -> dict[str, np.ndarray]:
+        """{task: (P, S) scores}: one row per pretraining run that has the fine-tuning (seed 0's first),
+        one column per fine-tuning seed, at ``fraction`` (None: the last fine-tuned one). A fine-tuning
+        recorded before per-seed scores (only its summary) gives no row."""
+        done = self.fine_tunings(unshared=unshared)
+        if fraction is None:
+            if not done:
+                return {}
+            fraction = max(k.fraction for k in done)
+        rows: dict[str, list] = {}
+        for finetune in [self.finetune] + [r.finetune for r in self.replicas]:
+            for k, ft in finetune.items():
+                if ft is not None and k.fraction == fraction and k.unshared == unshared and ft.get("per_seed"):
+                    rows.setdefault(k.task, []).append(ft["per_seed"])
+        out = {}
+        for task, rs in rows.items():
+            n = min(len(r) for r in rs)
+            out[task] = np.array([r[:n] for r in rs], dtype=float)
+        return out
 
     def score_at(self, fraction: float) -> float | None:
         rows = [r for k, r in self.fine_tunings().items() if k.fraction == fraction]
@@ -87,7 +143,8 @@ class VariantResult:
                 "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
                 "curve": self.curve,
                 "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())],
-                "measure": self.measure, **({"speed": self.speed} if self.speed is not None else {})}
+                "measure": self.measure, **({"speed": self.speed} if self.speed is not None else {}),
+                **({"replicas": [r.to_json() for r in self.replicas]} if self.replicas else {})}
 
     @classmethod
     def from_json(cls, name: str, d: dict) -> VariantResult:
@@ -96,12 +153,9 @@ class VariantResult:
             cks, fts = _legacy_lists(cks, fts)
         return cls(name=d.get("name", name), spec=d.get("spec", {}), run_dir=d.get("run_dir", ""),
                    pretrain=d.get("pretrain"),
-                   checkpoints={float(c["fraction"]): Checkpoint(c["path"], c["step"], c["flops"],
-                                                                 c["fraction_of_budget"]) for c in cks},
-                   curve=d.get("curve", {"train": [], "eval": []}),
-                   finetune={FinetuneKey(f["task"], float(f["fraction"]), bool(f.get("unshared"))): f["result"]
-                             for f in fts},
-                   measure=d.get("measure", {}), speed=d.get("speed"))
+                   checkpoints=_checkpoints(cks), curve=d.get("curve", {"train": [], "eval": []}),
+                   finetune=_finetunings(fts), measure=d.get("measure", {}), speed=d.get("speed"),
+                   replicas=[Replica.from_json(r) for r in d.get("replicas", [])])
 
 
 def _legacy_lists(cks: dict, fts: dict) -> tuple[list, list]:

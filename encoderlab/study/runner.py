@@ -23,10 +23,11 @@ from encoderlab.study.plan import (
     measure_weight,
     plan,
     recipe_fingerprint,
+    run_name,
 )
 from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
-from encoderlab.study.results import StudyResults, VariantResult
+from encoderlab.study.results import Replica, StudyResults, VariantResult
 from encoderlab.study.stages import Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
@@ -38,7 +39,8 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     stages = Stages(out / "stages.json")
     # Units for the ETA: PRETRAIN_UNITS per variant pretraining (the bulk), smaller ones for the rest;
     # the fine-tunings' weights are set once the plan is known (plan.finetune_weight).
-    progress = Progress(len(cfg.variants) * (PRETRAIN_UNITS + measure_weight(cfg)) + 2 * measure_weight(cfg), log)
+    progress = Progress(len(cfg.variants) * (PRETRAIN_UNITS * cfg.pretrain_seeds + measure_weight(cfg))
+                        + 2 * measure_weight(cfg), log)
     try:
         return _run_stages(cfg, out, stages, progress)
     finally:
@@ -53,7 +55,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     recipes = plan(cfg, data, out)
     check_tasks(cfg, data)
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(cfg.finetune_fractions) + v.unshare)
-                          * len(cfg.tasks) for v in cfg.variants)
+                          * len(cfg.tasks) * cfg.pretrain_seeds for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
@@ -61,9 +63,9 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     finetune_all(cfg, recipes, data, stages, progress)
     results = StudyResults(config=cfg.to_dict(), data=data, baselines=measure.task_baselines(cfg, data),
                            mlm_baselines=mlm_baselines(recipes, stages, progress),
-                           variants={v.name: run_variant(cfg, v, recipes[v.name], data, stages, progress)
+                           variants={v.name: run_variant(cfg, v, recipes, data, stages, progress)
                                      for v in cfg.variants})
-    side_by_side(cfg, recipes, results.variants, stages, progress)
+    side_by_side(cfg, {v.name: recipes[v.name] for v in cfg.variants}, results.variants, stages, progress)
     run_probes(cfg, recipes, results.variants, data, stages, progress)
     progress.stage("writing the report")
     report = write_report(cfg, results, out)
@@ -149,12 +151,14 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
 
     todo: list[FinetuneUnit] = []
     for v in cfg.variants:
-        cks = measure.checkpoints_at(Path(recipes[v.name].trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)
-        for u in finetune_units(cfg, v, recipes[v.name], cks):
-            if stages.get(u.stage, u.fingerprint) is None:
-                todo.append(u)
-            else:
-                progress.advance(u.weight, cached=True)
+        for seed in range(cfg.pretrain_seeds):
+            run = run_name(v.name, seed)
+            cks = measure.checkpoints_at(Path(recipes[run].trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)
+            for u in finetune_units(cfg, v, recipes[run], cks, run):
+                if stages.get(u.stage, u.fingerprint) is None:
+                    todo.append(u)
+                else:
+                    progress.advance(u.weight, cached=True)
     jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
 
     def store(done: tuple[FinetuneUnit, dict]) -> None:
@@ -187,9 +191,11 @@ def _finetune_unit(args: tuple) -> tuple[FinetuneUnit, dict]:
 
 
 # ---- one variant ---------------------------------------------------------------------------------
-def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig, data: dict, stages: Stages,
+def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
                 progress: Progress) -> VariantResult:
-    """Checkpoints, curves, fine-tuning and measurements of one pretrained variant."""
+    """Checkpoints, curves, fine-tuning and measurements of one pretrained variant (its seed-0 run; the
+    further pretraining seeds' checkpoints, curves and fine-tunings as replicas)."""
+    recipe = recipes[v.name]
     from encoderlab.study import measure
 
     run_dir = Path(recipe.trainer.run_dir)
@@ -200,6 +206,8 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig, data: 
                         curve=measure.read_metrics(run_dir / "metrics.jsonl"))
     for u in finetune_units(cfg, v, recipe, res.checkpoints):
         res.finetune[u.key] = stages.get(u.stage, u.fingerprint)  # finetune_all ran them
+    res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages)
+                    for seed in range(1, cfg.pretrain_seeds)]
 
     key, mfp = f"measure:{v.name}", fingerprint(fp, cfg.minimal_pairs)
     m = stages.get(key, mfp)
@@ -213,6 +221,19 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig, data: 
     if cfg.minimal_pairs != "off":
         res.measure = {**m, "zeroshot": zeroshot_curve(cfg, v, res, data, stages, fp, progress)}
     return res
+
+
+def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig, stages: Stages) -> Replica:
+    """The checkpoints, curves and fine-tunings of variant ``v``'s run from pretraining seed ``seed``."""
+    from encoderlab.study import measure
+
+    run_dir = Path(recipe.trainer.run_dir)
+    rep = Replica(seed=seed, run_dir=str(run_dir),
+                  checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
+                  curve=measure.read_metrics(run_dir / "metrics.jsonl"))
+    for u in finetune_units(cfg, v, recipe, rep.checkpoints, run_name(v.name, seed)):
+        rep.finetune[u.key] = stages.get(u.stage, u.fingerprint)
+    return rep
 
 
 def zeroshot_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: dict, stages: Stages, fp: str,
