@@ -45,11 +45,14 @@ def _corpus_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--doc-split", default="blank_line", choices=["blank_line", "line", "file"])
     p.add_argument("--text-field", default="text", help="JSONL key or table column holding the text")
+    p.add_argument("--encoding", default="utf-8", help="the text files' encoding (gb18030, big5, shift_jis, cp1252, "
+                                                       "utf-16, ...); a file that is not in it is refused with a guess")
 
 
 def _corpus_config(args) -> CorpusConfig:
     return CorpusConfig(
-        paths=tuple(args.corpus), format=args.format, doc_split=args.doc_split, text_field=args.text_field
+        paths=tuple(args.corpus), format=args.format, doc_split=args.doc_split, text_field=args.text_field,
+        encoding=args.encoding,
     )
 
 

@@ -6,9 +6,12 @@ field, CSV/TSV with a text column, Parquet (needs ``pyarrow``) and Hugging Face 
 with ``save_to_disk`` (needs ``datasets``).
 
 Bad input is counted, not fatal and never silent: invalid UTF-8 bytes become U+FFFD and are
-counted; empty and binary files are skipped with a warning naming them; a bad record (JSONL that
-does not parse, a CSV row without the text column, an unterminated CSV quote) is skipped and
-counted with its file and line, and the records around it are kept; a compressed file that ends
+counted, unless they are more than ``max_invalid_share`` (1%) of a file's characters (and at least
+16): then the file is in another encoding and is refused, naming its likely encoding and the
+``iconv`` command (data/encoding.py; ``encoding`` reads a file that is not UTF-8); empty and
+binary files are skipped with a warning naming them; a bad record (JSONL that does not parse, a
+CSV row without the text column, an unterminated CSV quote) is skipped and counted with its file
+and line, and the records around it are kept; a compressed file that ends
 early keeps what was read and is counted in ``damaged_files``; a missing path is an error naming
 it. Files are read in fixed-size blocks, so a single 100 MB line never sits in memory whole:
 lines longer than ``max_line_chars`` arrive in pieces and documents longer than ``max_doc_chars``
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from encoderlab.config import Config, ConfigError
+from encoderlab.data.encoding import MIN_INVALID, check_encoding, conversion_hint
 from encoderlab.errors import DataError, InputNotFoundError
 
 log = logging.getLogger("encoderlab.data")
@@ -50,10 +54,20 @@ class CorpusConfig(Config):
     text_field: str = "text"  # JSONL key / CSV, TSV, Parquet, datasets column
     max_line_chars: int = 1 << 20
     max_doc_chars: int = 4 << 20
+    # Text files' encoding (any Python codec: gb18030, big5, shift_jis, cp1252, utf-16, ...).
+    encoding: str = "utf-8"
+    # A file whose bytes that do not decode are more than this share of its characters (and at
+    # least 16) is refused as being in another encoding; 1.0 replaces and counts them, whatever
+    # their share.
+    max_invalid_share: float = 0.01
 
     def validate(self) -> None:
         if self.max_line_chars < 1024 or self.max_doc_chars < self.max_line_chars:
             raise ConfigError("need max_doc_chars >= max_line_chars >= 1024")
+        if (why := check_encoding(self.encoding)) is not None:
+            raise ConfigError(why)
+        if not 0.0 <= self.max_invalid_share <= 1.0:
+            raise ConfigError(f"max_invalid_share must be in [0, 1], got {self.max_invalid_share}")
 
 
 @dataclasses.dataclass
@@ -140,7 +154,7 @@ class Corpus:
             self._skip(path, "empty file")
             return
         try:
-            pieces = _read_pieces(path, self.cfg.max_line_chars, self.stats)
+            pieces = _read_pieces(path, self.cfg, self.stats)
             first = next(pieces, None)
         except _Binary:
             self._skip(path, "binary file (NUL bytes)")
@@ -313,30 +327,43 @@ def _open_binary(path: Path):
     return open(path, "rb")
 
 
-def _read_pieces(path: Path, max_line_chars: int, stats: CorpusStats) -> Iterator[tuple[str, bool]]:
+def _read_pieces(path: Path, cfg: CorpusConfig, stats: CorpusStats) -> Iterator[tuple[str, bool]]:
     """Yield ``(text, line_end)``: whole lines (without "\\n") or pieces of over-long lines."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    decoder = codecs.getincrementaldecoder(cfg.encoding)(errors="surrogateescape")
+    wide = codecs.lookup(cfg.encoding).name.startswith(("utf-16", "utf-32"))  # NUL bytes are text there
     buf = ""
+    bad = chars = 0  # this file's bytes that did not decode, and its characters so far
     # A truncated archive loses the block being decompressed when it fails: keep those small.
     size = _BLOCK if path.suffix not in (".gz", ".zst") else _BLOCK // 16
     with _open_binary(path) as f:
-        first = True
+        first, head = True, b""
         while True:
             block = f.read(size)
-            if first and b"\x00" in block[:8192]:
-                raise _Binary()
+            if first:
+                head = block
+                if not wide and block[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 byte-order mark
+                    raise DataError(f"{path}: UTF-16 text, not {cfg.encoding}: "
+                                    + conversion_hint(path, block, "--encoding NAME (corpus encoding: NAME)"))
+                if not wide and b"\x00" in block[:8192]:
+                    raise _Binary()
             first = False
             text = decoder.decode(block, final=not block)
             text, n_bad = _SURROGATE.subn("\ufffd", text)
             stats.replaced_bytes += n_bad
+            bad, chars = bad + n_bad, chars + len(text)
+            if bad >= MIN_INVALID and bad > cfg.max_invalid_share * chars:
+                raise DataError(
+                    f"{path}: not {cfg.encoding} text: {bad:,} of the first {chars:,} characters were bytes that do "
+                    f"not decode ({bad / chars:.0%}; the limit is {cfg.max_invalid_share:.0%}, max_invalid_share); "
+                    + conversion_hint(path, head, "--encoding NAME (corpus encoding: NAME)"))
             buf += text
             lines = buf.split("\n")
             buf = lines.pop()
             for line in lines:
                 yield line.removesuffix("\r"), True
-            while len(buf) > max_line_chars:  # one huge line: hand it on in pieces, cut at a space if any
-                cut = buf.rfind(" ", max_line_chars - 1000, max_line_chars)
-                cut = cut + 1 if cut > 0 else max_line_chars
+            while len(buf) > cfg.max_line_chars:  # one huge line: hand it on in pieces, cut at a space if any
+                cut = buf.rfind(" ", cfg.max_line_chars - 1000, cfg.max_line_chars)
+                cut = cut + 1 if cut > 0 else cfg.max_line_chars
                 yield buf[:cut], False
                 buf = buf[cut:]
             if not block:

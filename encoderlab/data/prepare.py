@@ -152,6 +152,9 @@ def _settings(cfg: PrepareConfig) -> dict:
     """What the shard contents depend on (workers does not): a resume must match it exactly."""
     d = cfg.to_dict()
     d.pop("workers")
+    for key, default in (("encoding", "utf-8"), ("max_invalid_share", 0.01)):  # added later: at their
+        if d["corpus"].get(key) == default:  # defaults, a store begun before them still resumes
+            d["corpus"].pop(key)
     return d
 
 

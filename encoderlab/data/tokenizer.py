@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,12 +63,15 @@ def train_tokenizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
     )
     specials = list(SPECIAL_TOKENS)
+    # The trainer's progress bars (indicatif) print only blank lines when stdout is not a terminal
+    # (three of them, in a log file or a pipe); on a terminal they are useful.
+    bars = sys.stdout.isatty()
     if model == "wordpiece":
         tok = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
         trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials, show_progress=bars
         )
     elif model == "unigram":
         tok = tokenizers.Tokenizer(models.Unigram())
@@ -75,7 +79,8 @@ def train_tokenizer(
             [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁")]
         )
         tok.decoder = decoders.Metaspace(replacement="▁")
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token="[UNK]")
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token="[UNK]",
+                                          show_progress=bars)
     else:
         raise ValueError(f"unknown tokenizer model {model!r}; expected 'wordpiece' or 'unigram'")
     tok.normalizer = normalizer

@@ -60,6 +60,12 @@ class TaskSpec(Config):
     # Prompting (PET): a template with {a}, {b} and [MASK]; one label word per label.
     template: str | None = None
     verbalizer: tuple[str, ...] = ()
+    encoding: str = "utf-8"  # the files' encoding (gb18030, big5, cp1252, utf-16, ...)
+    # No dev file: this share of the train file becomes the dev split (seeded by split_seed and
+    # stratified by label; eval/split.py), the rest is trained on. A task that also has a dev file
+    # (eval_files' "dev", where it exists) is refused: two dev sets would be a silent choice.
+    dev_fraction: float | None = None
+    split_seed: int = 0
 
     def validate(self) -> None:
         from encoderlab.eval.metrics import METRICS
@@ -71,8 +77,14 @@ class TaskSpec(Config):
             raise ConfigError(f"task {self.name}: a regression task has no label set")
         if self.verbalizer and self.labels and len(self.verbalizer) != len(self.labels):
             raise ConfigError(f"task {self.name}: {len(self.verbalizer)} label words for {len(self.labels)} labels")
-        if not self.eval_files:
-            raise ConfigError(f"task {self.name}: eval_files is empty")
+        if not self.eval_files and self.dev_fraction is None:
+            raise ConfigError(f"task {self.name}: eval_files is empty (and no dev_fraction)")
+        if self.dev_fraction is not None and not 0 < self.dev_fraction < 1:
+            raise ConfigError(f"task {self.name}: dev_fraction must be in (0, 1), got {self.dev_fraction}")
+        from encoderlab.data.encoding import check_encoding
+
+        if (why := check_encoding(self.encoding)) is not None:
+            raise ConfigError(f"task {self.name}: {why}")
 
 
 def _glue(name, subdir, a, b, label, labels, metrics=("acc",), epochs=3.0, header=True, **kw) -> TaskSpec:
@@ -208,7 +220,7 @@ def read_rows(spec: TaskSpec, path: Path):
     if spec.format == "jsonl":
         yield from _jsonl_rows(spec, path, cols)
         return
-    lines = decoded_lines(path)
+    lines = decoded_lines(path, encoding=spec.encoding)
     if spec.format == "tsv":
         reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
     else:
@@ -253,24 +265,43 @@ def _column_index(names: list[str], wanted: list[str], path: Path) -> dict[str, 
     return {w: index[w] for w in wanted}
 
 
-def decoded_lines(path: Path, error: type[Exception] = TaskDataError):
-    """The lines of a UTF-8 file (an optional BOM dropped), each with its line ending; a line that
-    is not UTF-8 raises ``error`` naming the file, the line and the byte (Python's own message
-    names neither file nor line)."""
+def decoded_lines(path: Path, error: type[Exception] = TaskDataError, encoding: str = "utf-8",
+                  setting: str = "encoding: NAME in the task spec"):
+    """The lines of a text file (UTF-8 unless ``encoding`` says otherwise; an optional BOM dropped),
+    each with its line ending; a line that does not decode raises ``error`` naming the file, the
+    line and the byte (Python's own message names neither file nor line), and the file's likely
+    encoding with the command that converts it (data/encoding.py)."""
+    from encoderlab.data.encoding import conversion_hint, read_sample
+
+    utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
+
+    def refuse(line: int, byte: int, column: int):
+        return error(f"{path}:{line}: not {'UTF-8' if utf8 else encoding} text (byte 0x{byte:02x} at column "
+                     f"{column}); " + conversion_hint(path, read_sample(path), setting))
+
+    if not utf8:  # other codecs: the whole (small) file at once
+        raw = path.read_bytes()
+        try:
+            text = raw.decode(encoding)
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise refuse(line, raw[e.start], e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1) from None
+        for line, part in enumerate(text.splitlines(keepends=True), 1):
+            yield part.removeprefix("\ufeff") if line == 1 else part
+        return
     with open(path, "rb") as f:
         for line, raw in enumerate(f, 1):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise error(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
-                            "task files must be UTF-8") from None
+                raise refuse(line, raw[e.start], e.start + 1) from None
             yield text.removeprefix("\ufeff") if line == 1 else text
 
 
-def iter_jsonl(path: Path, error: type[Exception] = TaskDataError):
+def iter_jsonl(path: Path, error: type[Exception] = TaskDataError, encoding: str = "utf-8"):
     """(line number, object) for each non-blank line; bad JSON, a line that is not a JSON object and
-    bytes that are not UTF-8 raise ``error`` naming file and line."""
-    for line, text in enumerate(decoded_lines(path, error), 1):
+    bytes that do not decode raise ``error`` naming file and line."""
+    for line, text in enumerate(decoded_lines(path, error, encoding), 1):
         if not text.strip():
             continue
         try:
@@ -285,7 +316,7 @@ def iter_jsonl(path: Path, error: type[Exception] = TaskDataError):
 
 
 def _jsonl_rows(spec: TaskSpec, path: Path, cols: list[str]):
-    for line, obj in iter_jsonl(path, TaskDataError):
+    for line, obj in iter_jsonl(path, TaskDataError, spec.encoding):
         missing = [k for k in cols + [spec.label] if k not in obj]
         if missing:
             raise TaskDataError(f"{path}:{line}: missing key(s) {missing}")
