@@ -179,6 +179,32 @@ def _sha256(p: Path) -> str:
 
 
 # ---- loading ----------------------------------------------------------------------------------
+_STEP = re.compile(r"^step-(\d+)$")
+
+
+def resolve_checkpoint(path: str | Path) -> tuple[Path, str | None]:
+    """``path`` itself when it is a checkpoint; a pretraining run directory (or its ``checkpoints/``)
+    gives its latest checkpoint, with a note saying so (the command line prints it)."""
+    p = Path(path)
+    if not p.is_dir() or (p / META).exists() or (p / "config.json").exists():
+        return p, None
+    found = latest_step_dir(p)
+    if found is None:
+        return p, None
+    return found, f"{p} is a run directory: using its latest checkpoint, {found}"
+
+
+def latest_step_dir(run_dir: Path) -> Path | None:
+    """The highest ``step-N`` directory under ``run_dir/checkpoints`` (or ``run_dir``) that holds a
+    checkpoint description; None when there is none."""
+    for root in (run_dir / "checkpoints", run_dir):
+        steps = sorted((int(m.group(1)), d) for d in (root.iterdir() if root.is_dir() else ())
+                       if (m := _STEP.match(d.name)) and (d / META).exists())
+        if steps:
+            return steps[-1][1]
+    return None
+
+
 def load_config(path: str | Path) -> ModelConfig:
     path = Path(path)
     if (path / META).exists():
@@ -188,7 +214,9 @@ def load_config(path: str | Path) -> ModelConfig:
             raise CheckpointError(str(e)) from None
     if (path / "config.json").exists():
         return _read_hf_config(path / "config.json")
-    raise CheckpointError(f"{path}: neither {META} nor config.json found: not a checkpoint directory")
+    latest = latest_step_dir(path) if path.is_dir() else None
+    hint = f"; it is a run directory, whose latest checkpoint is {latest}" if latest else ""
+    raise CheckpointError(f"{path}: neither {META} nor config.json found: not a checkpoint directory{hint}")
 
 
 def _read_hf_config(f: Path) -> ModelConfig:

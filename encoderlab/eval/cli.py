@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +25,8 @@ import torch
 
 from encoderlab.eval.tasks import get_task
 
-MODEL_HELP = "checkpoint directory (encoderlab or transformers safetensors); default $ENCODERLAB_MODEL"
+MODEL_HELP = ("checkpoint directory (encoderlab or transformers safetensors), or a pretraining run directory (its "
+              "latest checkpoint); default $ENCODERLAB_MODEL")
 OVERRIDES_HELP = "{} overrides, e.g. {}"
 
 
@@ -32,7 +34,11 @@ def register(sub) -> None:
     p = sub.add_parser("finetune", help="fine-tune a checkpoint on a task over N seeds (median and spread)")
     _model_args(p)
     p.add_argument("--task", required=True, help="built-in task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, "
-                                                 "wnli, chnsenticorp) or a task spec .yaml")
+                                                 "wnli, chnsenticorp) or a task spec .yaml (README: 'Your own task')")
+    p.add_argument("--control", choices=["random"], default=None,
+                   help="also fine-tune the same architecture from fresh weights with the same seeds, and report "
+                        "its scores beside the pretrained ones (what pretraining adds); --model random:CKPT runs "
+                        "only that")
     _finetune_args(p)
     p.set_defaults(func=_finetune)
 
@@ -154,11 +160,31 @@ def _setup(args):
     from encoderlab.checkpoint import load_model
     from encoderlab.data.tokenizer import load_tokenizer
 
-    if not args.model:
-        raise ValueError("no model: pass --model CKPT or set ENCODERLAB_MODEL")
+    _resolve_model(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     return load_model(args.model), load_tokenizer(args.tokenizer or args.model)
+
+
+def _resolve_model(args) -> None:
+    """args.model as a checkpoint: a run directory's latest (said on stderr); ``random:CKPT`` sets
+    args.init to random (fine-tuning only). Idempotent."""
+    from encoderlab.checkpoint import resolve_checkpoint
+
+    if not args.model:
+        raise ValueError("no model: pass --model CKPT or set ENCODERLAB_MODEL")
+    if str(args.model).startswith("random:"):
+        if not hasattr(args, "control"):
+            raise ValueError(f"--model {args.model}: random: (fresh weights) is for finetune only")
+        args.model, args.init = str(args.model).removeprefix("random:"), "random"
+    path, note = resolve_checkpoint(args.model)
+    if note:
+        print(f"encoderlab {args.command}: {note}", file=sys.stderr)
+    args.model = str(path)
+
+
+def _status(line: str) -> None:
+    print(f"encoderlab finetune: {line}", file=sys.stderr, flush=True)
 
 
 def _resolved(model, precision: str):
@@ -173,11 +199,12 @@ def _resolved(model, precision: str):
     return choice.precision
 
 
-def _write(results: dict, out: str | None, kind: str, name: str) -> None:
+def _write(results: dict, out: str | None, kind: str, name: str) -> Path:
     path = Path(out or f"results/{kind}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False))
     print(f"results: {path}")
+    return path
 
 
 def _finetune(args) -> int:
@@ -185,14 +212,30 @@ def _finetune(args) -> int:
     from encoderlab.eval.finetune import finetune
 
     cfg = _config(FinetuneConfig, args)  # a bad key fails before the model is loaded
+    get_task(args.task)
     model, _ = _setup(args)
-    r = finetune(model, args.task, cfg, args.seeds, data_dir=args.data_dir,
-                 tokenizer_dir=args.tokenizer or args.model)
+    init = getattr(args, "init", "pretrained")
+    r = finetune(model, args.task, cfg, args.seeds, data_dir=args.data_dir, tokenizer_dir=args.tokenizer or args.model,
+                 init=init, random_control=args.control == "random", status=_status)
     r["model"] = str(args.model)
+    what = "random init (same architecture, fresh weights)" if init == "random" else r["task"]
     for k, s in r["summary"].items():
-        print(f"{r['task']} {k}: median {s['median']:.4f} over {s['n']} seed(s) (min {s['min']:.4f}, "
+        print(f"{what} {k}: median {s['median']:.4f} over {s['n']} seed(s) (min {s['min']:.4f}, "
               f"max {s['max']:.4f}, std {s['std']:.4f})")
-    _write(r, args.out, "finetune", r["task"])
+    if "random_control" in r:
+        for k, s in r["random_control"]["summary"].items():
+            print(f"random init {k}: median {s['median']:.4f} over {s['n']} seed(s) (min {s['min']:.4f}, "
+                  f"max {s['max']:.4f}, std {s['std']:.4f})")
+        print("pretraining adds: " + ", ".join(f"{k} {d:+.4f}" for k, d in r["pretraining_gain"].items())
+              + " (median pretrained - median random init; compare with the seeds' std)")
+    path = _write(r, args.out, "finetune", r["task"])
+    if "split" in r:
+        from encoderlab.eval.split import write_split
+        from encoderlab.eval.tasks import load_task
+
+        data = load_task(get_task(args.task), args.data_dir)  # the same split again: seeded
+        split = write_split(r["split"], data.evals["dev"], data.labels, path.with_suffix(".split.json"))
+        print(f"dev split: {split}")
     return 0
 
 

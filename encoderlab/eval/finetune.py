@@ -30,7 +30,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -48,6 +50,8 @@ from encoderlab.models.networks import SequenceClassifier
 from encoderlab.models.pairs import deployed, materialize_gdes
 from encoderlab.precision import autocast
 from encoderlab.runtime import resolve_runtime
+
+Init = Literal["pretrained", "random"]  # random: the same architecture, fresh weights (what pretraining adds)
 
 
 def default_learning_rate(hidden_size: int) -> float:
@@ -106,8 +110,9 @@ def lr_factor(step: int, total: int, warmup_steps: int) -> float:
 
 # ---- models --------------------------------------------------------------------------------------
 def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.1,
-                     unpad: bool = False) -> SequenceClassifier:
-    """A SequenceClassifier with the pretrained encoder's weights and a fresh head.
+                     unpad: bool = False, fresh: bool = False) -> SequenceClassifier:
+    """A SequenceClassifier with the pretrained encoder's weights and a fresh head; ``fresh``: the
+    same architecture with every weight freshly initialized (the no-pretraining control).
 
     Only the pooler may be absent from the pretrained encoder state (MLM-only checkpoints): it
     then keeps its fresh initialization; any other missing or unexpected weight is an error.
@@ -120,6 +125,8 @@ def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.
     if unpad:
         cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder, unpad=True))
     clf = SequenceClassifier(cfg)
+    if fresh:
+        return clf
     # an ELECTRA pair with gdes sharing: each table is E_G + delta
     state = materialize_gdes(src.encoder.state_dict(), src.encoder.embeddings, "embeddings.")
     missing, unexpected = clf.encoder.load_state_dict(state, strict=False)
@@ -156,6 +163,8 @@ def predict(model: nn.Module, encoded: list[Encoded], pad_id: int, batch_size: i
     """Logits (N, C) in the input order, computed on the model's device in a resolved precision."""
     model.eval()
     device = next(model.parameters()).device
+    if not encoded:  # nothing to score (load_task refuses empty splits; a caller's own list may be one)
+        return np.zeros((0, model.config.num_labels), dtype=np.float32)
     out: list[tuple[np.ndarray, torch.Tensor]] = []
     for idx in length_batches([len(e.ids) for e in encoded], batch_size, None, bucket):
         batch = {k: v.to(device) for k, v in collate([encoded[i] for i in idx], pad_id).items()}
@@ -196,12 +205,15 @@ def one_class_scores(data: TaskData, cfg: FinetuneConfig) -> list[float]:
 
 
 def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: FinetuneConfig, seed: int,
-               log=print) -> dict:
-    """Fine-tune one copy of the pretrained encoder with one seed and score every eval split."""
+               log=print, *, init: Init = "pretrained", status: Callable[[str], None] | None = None) -> dict:
+    """Fine-tune one copy of the pretrained encoder with one seed and score every eval split;
+    ``init="random"``: the same architecture from fresh weights. ``status`` gets a line at every
+    tenth of the steps (step, share, examples/s, loss, ETA)."""
     spec = data.spec
     torch.manual_seed(seed)
     device = resolve_device(cfg.device)
-    model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout, cfg.unpad).to(device)
+    model = build_classifier(pretrained, data.num_labels, cfg.classifier_dropout, cfg.unpad,
+                             fresh=init == "random").to(device)
     runtime = resolve_runtime(cfg.precision, device, model.encoder.config)
     runtime.apply(model)
     precision = runtime.precision
@@ -245,6 +257,8 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
             losses.append(loss.detach())  # no host sync per step (it would stall a GPU)
             step += 1
             seen += len(idx)
+            if status is not None and (step % max(1, total // 10) == 0 or step == total):
+                status(_status_line(init, seed, step, total, seen, time.perf_counter() - t0, losses))
     losses = torch.stack(losses).float().cpu().tolist()
     train_time = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -258,22 +272,33 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
         "train_examples_per_s": seen / train_time, "eval_examples_per_s": eval_n / max(eval_time, 1e-9),
         "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
         "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.attention,
+        **({"init": init} if init != "pretrained" else {}),
     }
-    log(f"  seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
+    log(f"  {'random init, ' if init == 'random' else ''}seed {seed}: "
+        + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
         + f"  ({total} steps, {result['train_examples_per_s']:.0f} train ex/s, "
           f"{result['eval_examples_per_s']:.0f} eval ex/s)")
     return result
 
 
+def _status_line(init: str, seed: int, step: int, total: int, seen: int, elapsed: float, losses: list) -> str:
+    recent = torch.stack(losses[-max(1, total // 10):]).float().mean().item()  # one host sync per status line
+    eta = elapsed * (total - step) / step
+    return (f"finetune{' (random init)' if init == 'random' else ''} seed {seed}: step {step}/{total} "
+            f"({step / total:.0%}), {seen / max(elapsed, 1e-9):.0f} examples/s, loss {recent:.4f}, ETA {eta:.0f}s")
 
 
 def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: FinetuneConfig | None = None,
              seeds: int | list[int] = 1, *, data_dir: str | Path | None = None, tokenizer_dir=None,
-             log=print) -> dict:
+             log=print, init: Init = "pretrained", random_control: bool = False,
+             status: Callable[[str], None] | None = None) -> dict:
     """Fine-tune ``model_dir`` on ``task`` once per seed; return the results dict (JSON-ready).
 
     ``seeds``: a count N (seeds 0..N-1) or an explicit list. The summary holds the median and the
-    spread (min, max, std) of every metric over the seeds.
+    spread (min, max, std) of every metric over the seeds. ``init="random"`` fine-tunes the same
+    architecture from fresh weights instead; ``random_control`` does both, with the same seeds, and
+    reports the random initialisation's scores beside the pretrained ones (``random_control``) and
+    what pretraining adds (``pretraining_gain``: the difference of the medians, per metric).
     """
     cfg = config or FinetuneConfig()
     resolve_device(cfg.device)  # a device this machine lacks fails here, before anything is loaded
@@ -291,11 +316,20 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
         log(f"  max_length {cfg.max_length} capped at the model's {positions} positions")
     if cfg.max_train_examples is not None or cfg.max_eval_examples is not None:
         log(f"  capped: {cfg.max_train_examples} train / {cfg.max_eval_examples} eval examples per split")
-    runs = [train_seed(pretrained, tok, data, cfg, s, log) for s in seed_list]
+    runs = [train_seed(pretrained, tok, data, cfg, s, log, init=init, status=status) for s in seed_list]
     log(f"  precision {runs[0]['precision']} ({runs[0]['precision_reason']})")
     metric_names = list(runs[0]["scores"])
     summary = {k: spread([r["scores"][k] for r in runs]) for k in metric_names}
-    return {
+    extra: dict = {"init": init} if init != "pretrained" else {}
+    if data.split is not None:
+        extra["split"] = data.split
+    if random_control and init == "pretrained":
+        control = [train_seed(pretrained, tok, data, cfg, s, log, init="random", status=status) for s in seed_list]
+        rsummary = {k: spread([r["scores"][k] for r in control]) for k in metric_names}
+        extra["random_control"] = {"seeds": control, "summary": rsummary,
+                                   "score": spread([r["score"] for r in control])}
+        extra["pretraining_gain"] = {k: summary[k]["median"] - rsummary[k]["median"] for k in metric_names}
+    return {**extra,
         "task": spec.name, "model": str(model_dir) if not isinstance(model_dir, nn.Module) else "<in-memory>",
         "family": deployed(pretrained).config.family,
         "config": cfg.to_dict(), "precision": runs[0]["precision"], "precision_reason": runs[0]["precision_reason"],

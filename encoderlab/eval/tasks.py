@@ -1,7 +1,7 @@
 """Tasks: a small spec (files, columns, labels, metrics) and strict readers for TSV, CSV and JSONL.
 
 Built in: the nine GLUE tasks in the standard GLUE TSV layout and ChnSentiCorp. A generic task is
-a YAML ``TaskSpec``; for example::
+a YAML ``TaskSpec`` (README, "Your own task"); for example::
 
     name: reviews
     format: csv            # tsv | csv | jsonl
@@ -11,7 +11,8 @@ a YAML ``TaskSpec``; for example::
     labels: ["1", "2", "3", "4", "5"]   # optional: inferred (sorted) from the train file
     data_dir: data/reviews
     train: train.csv
-    eval_files: {dev: dev.csv}
+    eval_files: {dev: dev.csv}       # or, with no dev file, dev_fraction: 0.1 (seeded, stratified)
+    encoding: utf-8                  # gb18030, big5, cp1252, ... for files that are not UTF-8
 
 TSV is read with quoting off (GLUE's files contain bare ``"``), as UTF-8 with an optional BOM
 (MRPC has one). A header-less file names its columns by 0-based index ("3"). Every bad row (wrong
@@ -147,7 +148,7 @@ class TaskData:
     train: list[Example]
     evals: dict[str, list[Example]]
     files: dict[str, str]
-
+    split: dict | None = None  # the dev split taken from train (dev_fraction), eval/split.py
     @property
     def num_labels(self) -> int:
         return 1 if self.spec.kind == "regression" else len(self.labels)
@@ -155,6 +156,9 @@ class TaskData:
     def summary(self) -> str:
         """Label set and class balance per split, printed before training."""
         lines = [f"task {self.spec.name} ({self.spec.kind}); files: {self.files['train']}"]
+        if self.split is not None:
+            lines.append(f"  dev: {self.split['dev_fraction']:g} of the train file (seed {self.split['split_seed']}"
+                         f"{', stratified by label' if self.split['stratified_by_label'] else ''})")
         for split, exs in [("train", self.train), *self.evals.items()]:
             if self.spec.kind == "regression":
                 ys = [e.label for e in exs]
@@ -184,17 +188,41 @@ def resolve_dir(spec: TaskSpec, data_dir: str | Path | None) -> Path:
 
 
 def load_task(spec: TaskSpec, data_dir: str | Path | None = None) -> TaskData:
+    """Every split of a task, each checked to hold at least one example before any training (an
+    empty or header-only file is refused by name); with ``dev_fraction`` the dev split is taken from
+    the train file (eval/split.py) and recorded in ``TaskData.split``."""
     d = resolve_dir(spec, data_dir)
+    eval_files = dict(spec.eval_files)
+    if spec.dev_fraction is not None and "dev" in eval_files:
+        own = d / eval_files.pop("dev")
+        if own.exists():
+            raise TaskDataError(f"task {spec.name}: dev_fraction {spec.dev_fraction} takes a dev split from "
+                                f"{d / spec.train}, but the task also has a dev file, {own}: keep one (remove "
+                                "dev_fraction to score on the file, or drop eval_files' dev to split train)")
     train_rows = list(read_rows(spec, d / spec.train))
     labels = spec.labels
     if spec.kind == "classification" and not labels:
         labels = tuple(sorted({r[2] for r in train_rows}))
-    train = [_example(spec, labels, r, d / spec.train) for r in train_rows]
-    evals = {}
-    for split, fname in spec.eval_files.items():
-        evals[split] = [_example(spec, labels, r, d / fname) for r in read_rows(spec, d / fname)]
-    files = {"train": str(d / spec.train), **{k: str(d / v) for k, v in spec.eval_files.items()}}
-    return TaskData(spec=spec, labels=labels, train=train, evals=evals, files=files)
+    train = _nonempty([_example(spec, labels, r, d / spec.train) for r in train_rows], d / spec.train)
+    evals, split = {}, None
+    if spec.dev_fraction is not None:
+        from encoderlab.eval.split import split_train
+
+        train, evals["dev"], split = split_train(train, spec.dev_fraction, spec.split_seed,
+                                                 stratified=spec.kind == "classification", path=d / spec.train)
+    for name, fname in eval_files.items():
+        evals[name] = _nonempty([_example(spec, labels, r, d / fname) for r in read_rows(spec, d / fname)], d / fname)
+    files = {"train": str(d / spec.train), **{k: str(d / v) for k, v in eval_files.items()}}
+    return TaskData(spec=spec, labels=labels, train=train, evals=evals, files=files, split=split)
+
+
+def _nonempty(examples: list[Example], path: Path) -> list[Example]:
+    """A split with no example would train on nothing or score nothing (an IndexError at the end
+    of training, once): it is refused before anything runs."""
+    if not examples:
+        raise TaskDataError(f"{path}: no examples (an empty file, or a header only); every split of a task needs "
+                            "at least one")
+    return examples
 
 
 def _example(spec: TaskSpec, labels: tuple[str, ...], row, path: Path) -> Example:

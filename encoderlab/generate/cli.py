@@ -45,11 +45,16 @@ def register(sub) -> None:
 
 
 def _train(args) -> int:
+    from encoderlab.checkpoint import resolve_checkpoint
     from encoderlab.generate.config import GenerationConfig
     from encoderlab.generate.train import run_generation
 
     checkpoint, *overrides = args.args
     cfg = GenerationConfig().with_overrides(overrides)  # a bad key fails before the model loads
+    path, note = resolve_checkpoint(checkpoint)  # a pretraining run directory: its latest checkpoint
+    if note:
+        print(f"encoderlab generate: {note}", file=sys.stderr)
+    checkpoint = str(path)
     if args.threads:
         torch.set_num_threads(args.threads)
     r = run_generation(checkpoint, args.task, cfg, args.seeds, tokenizer_dir=args.tokenizer, out_dir=args.out,
