@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 COMMAND_MODULES = [
@@ -31,16 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    command = "encoderlab"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        command = f"encoderlab {args.command}"
         return int(args.func(args) or 0)
     except (FileNotFoundError, ValueError) as e:  # user errors: one clear line, no traceback
-        print(f"encoderlab {args.command}: error: {e}", file=sys.stderr)
+        print(f"{command}: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as e:  # Ctrl-C anywhere (loading, a study's speed stage): one line, no traceback
+        signum = int(str(e).split()[-1]) if str(e).startswith("signal ") else signal.SIGINT  # study/launch.py's
+        print(f"\n{command}: interrupted", file=sys.stderr)
+        return 128 + int(signum)  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports them
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ def run_pool(fn: Callable, items: list, *, jobs: int, threads: int | None, on_re
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     progress.detail = lambda: [describe(finished[0])]
     try:
-        with multiprocessing.get_context("spawn").Pool(jobs, set_threads, (threads,)) as pool:
+        with multiprocessing.get_context("spawn").Pool(jobs, worker_init, (threads,)) as pool:
             for result in pool.imap_unordered(fn, items):
                 finished[0] += 1
                 on_result(result)
@@ -196,6 +196,14 @@ def run_inline(fn: Callable, items: Iterable, *, threads: int | None, on_result:
             on_result(fn(item))
     finally:
         torch.set_num_threads(before)
+
+
+def worker_init(threads: int | None) -> None:
+    """A pool worker's start: Ctrl-C reaches the whole process group, and the study (the parent)
+    answers it by ending the pool; a worker that took it too would print a KeyboardInterrupt
+    traceback each. So workers ignore SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_threads(threads)
 
 
 def set_threads(threads: int | None) -> None:

@@ -57,6 +57,22 @@ def evaluate(model, cfg: ObjectiveConfig, batches: list[dict], *, device, precis
     return result
 
 
+def describe_accuracy(cfg: ObjectiveConfig) -> str | None:
+    """What the training and the held-out MLM accuracies each measure, said once in every run's log:
+    they differ by design. Training counts the positions the recipe masks, including those left as
+    they are (which a model predicts by copying them) and those made random; the held-out
+    evaluation shows every chosen position as [MASK] (eval_config). A run where eval_mlm_accuracy is
+    far below mlm_accuracy (a Chinese run in issue 34: keep_fraction 0.1, whole-word masking) has a
+    model that copies its visible inputs, not a broken evaluation."""
+    m = cfg.masking
+    train = "gen_accuracy (the generator's)" if cfg.kind == "rtd" else "mlm_accuracy"
+    held = "eval_gen_accuracy" if cfg.kind == "rtd" else "eval_mlm_accuracy"
+    return (f"{train} (training) is scored at the positions the recipe chooses ({m.scheme} masking, "
+            f"{m.rate:.0%} of tokens: {m.mask_fraction:.0%} shown as [MASK], {m.random_fraction:.0%} random, "
+            f"{m.keep_fraction:.0%} left as they are, which a model gets right by copying); {held} (held-out) "
+            f"at 15% of tokens, each shown as [MASK], token masking: it is the lower, comparable number")
+
+
 def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Mann-Whitney AUC with average ranks for ties; NaN when one class is absent."""
     labels = labels.bool()

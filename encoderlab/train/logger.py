@@ -1,4 +1,6 @@
-"""Metrics out: JSONL every N steps, TensorBoard when installed, a progress bar on a terminal."""
+"""Metrics out: JSONL every N steps, TensorBoard when installed, and for a person a progress bar on a
+terminal or, when stderr is a file or a pipe (nohup, ``> log``, ``| tee``), a status line at every
+log step: step, share of the budget, tokens/s, loss and the time left."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ class MetricsLogger:
         self.file = None
         self.tb = None
         self.bar = None
+        self.status = enabled and progress and not sys.stderr.isatty()
         if not enabled:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -45,6 +48,8 @@ class MetricsLogger:
             self.bar.n = min(100.0, 100.0 * record.get("progress", 0.0))
             self.bar.set_postfix(step=record["step"], loss=f"{record.get('loss', float('nan')):.4f}")
             self.bar.refresh()
+        if self.status and split == "train":
+            self.message(status_line(record))
 
     def message(self, text: str) -> None:
         print(f"encoderlab pretrain: {text}", file=sys.stderr)
@@ -53,6 +58,21 @@ class MetricsLogger:
         for x in (self.bar, self.tb, self.file):
             if x is not None:
                 x.close()
+
+
+def status_line(rec: dict) -> str:
+    """One train record as a person reads it: step, share of the budget, tokens/s, loss, time left."""
+    p = float(rec.get("progress", 0.0))
+    elapsed = float(rec.get("elapsed_s", 0.0))
+    eta = _duration(elapsed * (1 - p) / p) if p > 0 else "?"
+    loss = rec.get("loss", rec.get("mlm_loss", float("nan")))
+    return (f"step {rec['step']:,} | {100 * min(p, 1.0):.1f}% of the budget | {rec.get('tokens_per_s', 0.0):,.0f} "
+            f"tokens/s | loss {loss:.4f} | ETA {eta}")
+
+
+def _duration(seconds: float) -> str:
+    s = max(0, round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def _clean(v):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +26,16 @@ from encoderlab.precision import autocast
 from encoderlab.runtime import resolve_runtime
 from encoderlab.threads import ThreadsFollower
 from encoderlab.train import distributed
+from encoderlab.train.budget import BudgetPlan, budgets_of, plan_budget
 from encoderlab.train.config import ModelSpec, PretrainConfig
 from encoderlab.train.data import describe, make_source
-from encoderlab.train.evaluate import evaluate
+from encoderlab.train.evaluate import describe_accuracy, evaluate
 from encoderlab.train.flops import step_flops
 from encoderlab.train.init import initialize_from, resolve_model
 from encoderlab.train.logger import MetricsLogger
 from encoderlab.train.optim import build_optimizer, lr_factor
 from encoderlab.train.state import (
+    checkpoint_info,
     list_checkpoints,
     load_checkpoint,
     load_optimizer_state,
@@ -53,6 +54,7 @@ class RunResult:
     flops: float
     checkpoint: str | None
     eval: dict
+    stop_signal: int | None = None  # the signal that interrupted the run (SIGINT: Ctrl-C, SIGTERM)
 
 
 def pretrain(cfg: PretrainConfig, *, source=None, eval_source=None) -> RunResult:
@@ -100,6 +102,13 @@ class Trainer:
         sentences = ocfg.kind == "mlm" and ocfg.sentence_loss and model_cfg.head == "pretraining"
         pairs = model_cfg.sentence_objective if sentences else None
         kw = dict(rank=self.dist.rank, world_size=self.dist.world_size, seed=t.seed, pairs=pairs)
+        # The steps the budget allows, and warm-up and short-sequence steps laid out on them
+        # (train/budget.py); a resumed run keeps the plan it started with (its time was measured).
+        saved = self._saved_budget()
+        self.budget = BudgetPlan.from_dict(saved) if saved and saved.get("budgets") == budgets_of(cfg) else plan_budget(
+            self.cfg, model_cfg, ocfg, world_size=self.dist.world_size,
+            seconds_per_step=lambda: self._seconds_per_step(kw))
+        self.cfg = cfg = self.budget.apply(self.cfg)
         if source is None:
             source = make_source(cfg.data, split="train", grad_accum=t.grad_accum, **kw)
         self.source = source
@@ -124,17 +133,59 @@ class Trainer:
         self.t0 = time.perf_counter()
 
     # ---- resume -------------------------------------------------------------------------------
-    def _maybe_resume(self) -> str | None:
+    def _resume_path(self) -> Path | None:
         r = self.cfg.trainer.resume
         if r == "never":
             return None
         if r == "auto":
             found = list_checkpoints(self.run_dir)
-            if not found:
-                return None
-            path = found[-1]
-        else:
-            path = Path(r)
+            return found[-1] if found else None
+        return Path(r)
+
+    def _saved_budget(self) -> dict | None:
+        """The budget plan of the checkpoint this run resumes from (None: a fresh run, an older
+        checkpoint without one, or one _maybe_resume will refuse with its own message)."""
+        path = self._resume_path()
+        try:
+            return checkpoint_info(path).get("budget") if path is not None else None
+        except CheckpointError:
+            return None
+
+    def _seconds_per_step(self, kw: dict) -> float:
+        """One full-length optimizer step's seconds on this run's model, objective and data: one
+        warm-up step, then the median of two. Weights, optimizer and random state are put back."""
+        t = self.cfg.trainer
+        it = iter(make_source(self.cfg.data.replace(short_seq_steps=0), split="train", **kw))
+        batches = [{k: v.to(self.device) for k, v in next(it).items()} for _ in range(t.grad_accum)]
+        kept = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        objective, optimizer = build_objective(self.ocfg), build_optimizer(self.model, self.cfg.optimizer)
+        gen, times = torch.Generator(device=self.device), []
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            for i in range(3):
+                _sync(self.device)
+                start = time.perf_counter()
+                objective.on_step_start(self.model, 0)
+                for batch in batches:
+                    gen.manual_seed(i)
+                    with autocast(self.precision, self.device):
+                        out = objective(self.model, batch, gen, 0)
+                    (out.loss / t.grad_accum).backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                _sync(self.device)
+                times.append(time.perf_counter() - start)
+        self.model.load_state_dict(kept)
+        mine = torch.tensor([sorted(times[1:])[len(times[1:]) // 2]], dtype=torch.float64, device=self.device)
+        if self.dist.enabled:  # every rank must lay out the same schedule: the slowest rank's time
+            import torch.distributed as dist
+
+            distributed.all_reduce_(mine, op=dist.ReduceOp.MAX)
+        return float(mine.item())
+
+    def _maybe_resume(self) -> str | None:
+        path = self._resume_path()
+        if path is None:
+            return None
         try:
             info, tensors = load_checkpoint(path, self.model)
         except CheckpointError as e:
@@ -166,12 +217,20 @@ class Trainer:
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.cfg.to_yaml(self.run_dir / "config.yaml")
+            say = self.logger.message
+            say(self.budget.describe())  # the first line: what the budget allows and what it scaled
+            for warning in self.budget.warnings:
+                say(f"warning: {warning}")
+            if self.resumed_from:
+                say(f"resumed from step {self.step:,} (checkpoint {self.resumed_from})")
             for note in self.notes:
-                print(f"encoderlab pretrain: {note}", file=sys.stderr)
-            print(f"encoderlab pretrain: precision {self.precision.precision} ({self.precision.reason})",
-                  file=sys.stderr)
+                say(note)
+            say(f"precision {self.precision.precision} ({self.precision.reason})")
+            if (measures := describe_accuracy(self.cfg.objective)) is not None:
+                say(measures)
         # Every (re)start records the precision it ran in: a resumed run may be on another machine.
-        self.logger.log("run", {"step": self.step, "device": self.device.type, **self.runtime.to_dict()})
+        self.logger.log("run", {"step": self.step, "device": self.device.type, **self.runtime.to_dict(),
+                                "budget": self.budget.describe(), "resumed_from": self.resumed_from})
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in old:
             signal.signal(s, self._on_signal)
@@ -209,7 +268,8 @@ class Trainer:
             self.logger.close()
         ev = self.last_eval if status == "completed" else {}
         return RunResult(status=status, step=self.step, tokens=self.tokens, flops=self.flops,
-                         checkpoint=str(ckpt) if ckpt else self._latest(), eval=ev)
+                         checkpoint=str(ckpt) if ckpt else self._latest(), eval=ev,
+                         stop_signal=self.stop_signal if status == "interrupted" else None)
 
     def _follow_threads(self) -> None:
         """Take up a thread count written to the run directory (a study does when cores free up)."""
@@ -343,10 +403,16 @@ class Trainer:
         info = {"world_size": self.dist.world_size, "precision": self.precision.precision, "tokens": self.tokens,
                 "flops": self.flops,
                 "skipped": self.skipped, "bad_in_row": self.bad_in_row, "elapsed_s": self.elapsed(),
-                "data": data_states, "optimizer": opt_info, "metrics": sorted(self.sums)}
+                "data": data_states, "optimizer": opt_info, "metrics": sorted(self.sums),
+                "budget": self.budget.to_dict()}
         return save_checkpoint(self.run_dir, self.step, self.model, tensors=tensors, info=info,
                                recipe_yaml=self.cfg.to_yaml(), keep_last=self.cfg.trainer.keep_last,
                                tokenizer_dir=self.tokenizer_dir)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def peak_memory_mb(device: torch.device) -> float:
