@@ -12,11 +12,12 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from encoderlab.config import ConfigError
 from encoderlab.study import launch
-from encoderlab.study.claims import compare, evaluate_claims
+from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.plan import recipe_fingerprint
 from encoderlab.study.progress import Progress
@@ -72,10 +73,12 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     assert set(report["variants"]) == {"bert", "electra"}
     assert imread(out / "loss_vs_flops.png").shape[1] > 1.5 * one_panel  # now with the AUC panel
     claims = {c["claim"]: c for c in report["claims"]}
-    assert claims[5]["verdict"] in ("holds", "does not hold", "inconclusive")
-    assert claims[6]["verdict"] == "not run"
+    assert claims["5a"]["verdict"] in ("holds", "does not hold", "inconclusive")
+    assert claims["5a"]["comparisons"][0]["estimate"]["runs"] == [1, 1]
+    assert claims[6]["verdict"] == claims["5b"]["verdict"] == "not run"
     text = (out / "report.md").read_text()
-    assert "### 5. ELECTRA beats BERT" in text and "Resolved config" in text
+    assert "### 5a. ELECTRA beats BERT" in text and "Resolved config" in text
+    assert "the intervals cover fine-tuning noise only" in text and "| electra - bert |" in text
     assert 0 < report["baselines"]["demo"]["majority"] < 1 and "| majority class |" in text
     assert 0 < report["mlm_baselines"]["unigram"] < 1 and "| left the plateau |" in text
 
@@ -227,19 +230,39 @@ def test_interrupted_study_stops_its_pretraining_children(tmp_path, monkeypatch)
     assert signal.getsignal(signal.SIGTERM) is not launch._raise_interrupt  # the handler is put back
 
 
-def test_compare_uses_seed_noise():
-    a = {"median": 0.80, "std": 0.02}
-    assert compare(a, {"median": 0.79, "std": 0.01})[0] == "~"
-    assert compare(a, {"median": 0.70, "std": 0.01})[0] == ">"
-    assert compare({"median": 0.5, "std": 0.0}, {"median": 0.52, "std": 0.0})[0] == "<"
-
-
-def _variant(score, std=0.01, params=1000, mb=4.0, name="v"):
-    ft = {FinetuneKey("demo", 1.0): {"score": {"median": score, "std": std, "min": score, "max": score, "n": 3}}}
+def _variant(score, std=0.01, params=1000, mb=4.0, name="v", seeds=5):
+    """A fine-tuned variant whose seeds' scores have exactly this mean and std (their pattern drawn
+    from the score, so two variants' seed noise differs)."""
+    unit = np.random.default_rng(round(score * 1e4)).normal(size=seeds)
+    unit = (unit - unit.mean()) / unit.std()
+    per_seed = [float(x) for x in score + std * unit]
+    ft = {FinetuneKey("demo", 1.0): {"score": {"median": score, "std": std, "min": min(per_seed),
+                                               "max": max(per_seed), "n": seeds}, "per_seed": per_seed}}
     return VariantResult(name=name, spec={}, run_dir="", finetune=ft,
                          measure={"params_encoder": params, "checkpoint_mb": mb},
                          curve={"train": [{"tokens_per_s": 100.0, "peak_memory_mb": 10.0}], "eval": []},
                          checkpoints={1.0: Checkpoint("", 1, 1.0, 1.0)})
+
+
+def test_the_rule_reads_the_spread_of_the_task_mean_not_the_mean_of_the_task_spreads():
+    """Issue 32's first point: two tasks each noisy over seeds (std 0.05) whose noise cancels in the
+    task mean (the same seed high on one, low on the other) leave a 0.02 gap resolvable; the old rule
+    (the larger per-task std) called it within the noise."""
+    noise = np.array([0.05, -0.05, 0.05, -0.05, 0.0]) * 1.118
+
+    def two_tasks(level, name):
+        ft = {FinetuneKey(t, 1.0): {"score": {"median": level, "std": 0.05, "n": 5},
+                                    "per_seed": list(level + sign * noise + np.linspace(0, 0.002, 5))}
+              for t, sign in (("cola", 1), ("stsb", -1))}
+        return VariantResult(name=name, spec={}, run_dir="", finetune=ft, checkpoints={1.0: Checkpoint("", 1, 1, 1)})
+
+    v = {"bert": two_tasks(0.45, "bert"), "electra": two_tasks(0.47, "electra")}
+    c = _by_claim(evaluate_claims(v))["5a"]
+    assert c.verdict == "holds" and c.numbers["electra - bert"] == pytest.approx(0.02)
+    (cmp,) = c.comparisons
+    assert cmp.estimate.lo > 0 and cmp.estimate.runs == (1, 1) and cmp.estimate.paired
+    assert set(cmp.per_task) == {"cola", "stsb"}  # per-task rows beside the aggregate
+    assert cmp.holm_p is not None and cmp.holm_p >= cmp.estimate.p
 
 
 def _by_claim(claims):
@@ -248,31 +271,35 @@ def _by_claim(claims):
 
 def test_claim_verdicts_follow_the_numbers():
     v = {"bert": _variant(0.80), "albert": _variant(0.70, params=300, mb=1.2), "electra": _variant(0.85)}
-    v["albert"].finetune[FinetuneKey("demo", 1.0, unshared=True)] = {
-        "score": {"median": 0.75, "std": 0.01, "min": 0, "max": 1, "n": 3}}
-    c = _by_claim(evaluate_claims(v))
-    assert c[1].verdict == "holds"
+    v["albert"].finetune[FinetuneKey("demo", 1.0, unshared=True)] = _variant(0.75).finetune[FinetuneKey("demo", 1.0)]
+    c = _by_claim(evaluate_claims(v, budget_flops=1.4e14))
+    assert c[1].verdict == "holds" and c[1].kind == "by construction / sanity check" and c[8].kind == c[1].kind
     assert c[4].verdict == "holds"  # albert < bert and unshared > shared
-    assert c[5].verdict == "holds"
+    assert c["5a"].verdict == "holds" and "79.9" in c["5a"].published and "75.1" in c["5a"].published
+    assert "1/10,000 of ELECTRA-Small's 1.4e+18" in c["5a"].compute
     v["electra"] = _variant(0.80)
-    assert _by_claim(evaluate_claims(v))[5].verdict == "inconclusive"
+    assert _by_claim(evaluate_claims(v))["5a"].verdict == "inconclusive"
     v["electra"] = _variant(0.60)
-    assert _by_claim(evaluate_claims(v))[5].verdict == "does not hold"
+    assert _by_claim(evaluate_claims(v))["5a"].verdict == "does not hold"
 
 
-def test_electra_compute_fraction_is_read_at_the_fine_tuned_fractions():
-    """Claim 5's "1/4 of the compute" half: the first fine-tuned fraction at which ELECTRA reaches
-    BERT's final median; none when it stays below at every one, and the note says so."""
-    v = {"bert": _variant(0.80), "electra": _variant(0.85)}
-    v["electra"].finetune[FinetuneKey("demo", 0.25)] = {"score": {"median": 0.81, "std": 0.01, "n": 3}}
-    v["electra"].checkpoints[0.25] = Checkpoint("", 1, 0.25, 0.25)
-    c = _by_claim(evaluate_claims(v))[5]
-    assert c.numbers["fraction of the budget at which ELECTRA matches BERT's final score"] == 0.25
-    assert "(0.25, 1)" in c.note
-    v["electra"] = _variant(0.78)
-    c = _by_claim(evaluate_claims(v))[5]
-    assert c.numbers["fraction of the budget at which ELECTRA matches BERT's final score"] is None
-    assert "no fraction of this budget matched it" in c.note
+def test_electra_at_a_quarter_of_the_budget_is_tested_for_equivalence_with_bert_at_the_full_budget():
+    """Claim 5b: ELECTRA's 1/4 (and 1/2) checkpoints against BERT's final one, as equivalence within
+    the study's margin; not run without a 1/4 fine-tuning."""
+    def at(score, frac, std=0.002):
+        return _variant(score, std=std).finetune[FinetuneKey("demo", 1.0)]
+
+    v = {"bert": _variant(0.80, std=0.002), "electra": _variant(0.85)}
+    c = _by_claim(evaluate_claims(v))["5b"]
+    assert c.verdict == "not run" and "finetune_fractions with 0.25" in c.note
+    v["electra"].finetune[FinetuneKey("demo", 0.25)] = at(0.802, 0.25)
+    v["electra"].finetune[FinetuneKey("demo", 0.5)] = at(0.83, 0.5)
+    c = _by_claim(evaluate_claims(v))["5b"]
+    assert c.verdict == "equivalent within ±0.01" and [x.kind for x in c.comparisons] == ["at_least"] * 2
+    assert c.comparisons[1].verdict == "holds"  # at 1/2 ELECTRA beats BERT: matches or beats
+    assert c.numbers["electra at 0.25 of the budget"] == pytest.approx(0.802)
+    v["electra"].finetune[FinetuneKey("demo", 0.25)] = at(0.70, 0.25)
+    assert _by_claim(evaluate_claims(v))["5b"].verdict == "does not hold"
 
 
 def test_albert_quality_claim_reads_every_width_pair():
@@ -318,14 +345,18 @@ def test_embedding_sharing_claim_reads_a_shared_variant_beside_a_gdes_electra():
 
 
 def test_mask_proposal_and_modern_claims():
-    v = {"bert": _variant(0.80), "electra": _variant(0.85), "bert-proposal": _variant(0.845),
+    v = {"bert": _variant(0.80), "electra": _variant(0.85, std=0.002), "bert-proposal": _variant(0.851, std=0.002),
          "bert-modern": _variant(0.83)}
     c = _by_claim(evaluate_claims(v))
-    assert c[11].verdict == "holds" and c[11].numbers["bert-proposal - electra"] == pytest.approx(-0.005)
+    assert c[11].verdict == "equivalent within ±0.01"
+    assert c[11].numbers["bert-proposal - electra"] == pytest.approx(0.001)
+    assert [x.label for x in c[11].comparisons] == ["bert-proposal - electra", "bert-proposal - bert"]
+    assert c[11].note.endswith("the proposal against plain BERT: higher")
     assert c[14].verdict == "holds"
-    v["bert-proposal"], v["bert-modern"] = _variant(0.80), _variant(0.795)
+    v["bert-proposal"], v["bert-modern"] = _variant(0.80), _variant(0.798)
     c = _by_claim(evaluate_claims(v))
     assert c[11].verdict == "does not hold" and c[14].verdict == "inconclusive"
+    assert "no detectable difference" in c[11].note  # plain BERT scores as the proposal does
     del v["bert-proposal"]
     assert _by_claim(evaluate_claims(v))[11].verdict == "not run"
 
@@ -362,7 +393,7 @@ def test_a_study_with_its_own_variant_names_gets_verdicts_through_its_roles():
     roles = StudyConfig.from_dict({"roles": {"bert": "base-mlm", "albert": "lite", "electra": "disc",
                                              "electra_15pct": "disc-15", "all_tokens_mlm": "disc-all"}}).roles
     mine, reference = _by_claim(evaluate_claims(ours, roles)), _by_claim(evaluate_claims(builtin))
-    for n in (1, 4, 5, 7):
+    for n in (1, 4, "5a", 7):
         assert mine[n].verdict == reference[n].verdict != "not run", n
         assert mine[n].numbers == reference[n].numbers
     assert all(c.verdict == "not run" for c in evaluate_claims(ours, ClaimRoles()))
@@ -386,7 +417,7 @@ def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
     v["albert"].curve["eval"] = [{"eval_mlm_accuracy": 0.074}]
     v["electra"].curve["eval"] = [{"eval_gen_accuracy": 0.06, "eval_disc_auc": 0.7}]  # its generator decides
     c = _by_claim(evaluate_claims(v, baselines=base))
-    assert c[5].verdict == "holds" and c[5].plateau == ["electra"]  # the verdict stays; it is qualified
+    assert c["5a"].verdict == "holds" and c["5a"].plateau == ["electra"]  # the verdict stays; it is qualified
     assert c[4].plateau == ["albert"]
     assert "plateau" not in c[1].to_json() and "plateau" not in c[6].to_json()  # size needs no learning; 6 not run
     assert not evaluate_claims(v)[4].plateau  # no baselines, no judgement
@@ -538,15 +569,27 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     every = {name: fp for name, (fp, _) in seen["runs/claims-deep"].items()}
     deep_all = {name: every[name] for name in plan(deep_cfg, data, Path("runs/claims-deep"))}
     assert len(deep_all) == 17
+    # The built-in study is issue 32's form of it: its pretraining seed 0 of every variant but claim 6's
+    # is claims-deep-all's recipe; claim 6's generators are at the discriminator's depth (new names,
+    # so their runs never meet the 2-layer ones), and every variant has two more pretraining seeds.
     builtin = load_study("claims")
     vocab[0] = builtin.vocab_size
     fingerprints = {name: recipe_fingerprint(r) for name, r in plan(builtin, data, Path("runs/claims-deep")).items()}
-    assert fingerprints == deep_all
-    # ... and fine-tunes, probes and judges them alike: all but the names and the user's paths.
-    paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task"}
+    old_six = {"electra-gen-1-8", "electra-gen-1-2", "electra-gen-1"}
+    new_six = set(builtin.roles.generator_sizes.values())
+    assert {n: fp for n, fp in fingerprints.items() if "@" not in n and n not in new_six} == {
+        n: fp for n, fp in deep_all.items() if n not in old_six}
+    assert len(fingerprints) == 3 * (17 - 3 + 4) and builtin.pretrain_seeds == 3
+    assert all(fingerprints[f"{n}@seed2"] != fingerprints[n] for n in deep_all if n not in old_six)
+    gens = {builtin.variant(n).model.generator_layers for n in new_six}
+    assert gens == {4} == {builtin.base.model.num_layers}  # the discriminator's depth
+    # ... and fine-tunes, probes and judges them alike: all but the names, the user's paths and issue 32's fields.
+    paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task", "variants", "roles",
+             "pretrain_seeds", "extra_finetune_fractions"}
     deep = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).to_dict()
     assert {k: v for k, v in builtin.to_dict().items() if k not in paths} == {k: v for k, v in deep.items()
                                                                                if k not in paths}
+    assert builtin.extra_finetune_fractions == {"electra": [0.25, 0.5]}
 
 
 def test_a_variant_whose_networks_cannot_be_built_stops_the_study_before_it_starts():
@@ -705,6 +748,7 @@ def test_committed_reports_load_and_their_claims_are_reproduced_by_the_typed_cod
     """A committed study's report.json (written before typed results, its fine-tunings keyed
     "task+unshared@0.5") loads into the types, round-trips, and evaluating the claims on it anew
     gives back every committed verdict, number and plateau list."""
+    from encoderlab.study.report import claims_of
     from encoderlab.study.results import load_report
 
     path = DOC_STUDIES / folder / "report.json"
@@ -713,7 +757,7 @@ def test_committed_reports_load_and_their_claims_are_reproduced_by_the_typed_cod
     again = StudyResults.from_json(json.loads(json.dumps(results.to_json())))
     assert again.to_json() == results.to_json()
     roles = StudyConfig.from_dict(results.config).roles  # a part may map its own variants to roles
-    claims = [c.to_json() for c in evaluate_claims(results.variants, roles, baselines=results.mlm_baselines)]
+    claims = [c.to_json() for c in claims_of(results.config, results, roles)]
     committed = {c["claim"] for c in rest["claims"]}  # claims added since are "not run" there
     assert [c for c in claims if c["claim"] in committed] == rest["claims"]
     assert all(c["verdict"] == "not run" for c in claims if c["claim"] not in committed)
@@ -735,7 +779,7 @@ def test_study_claims_rederives_a_written_reports_claims_and_keeps_the_rest(tmp_
     (folder / "report.json").write_text(json.dumps(report, indent=1))
     md = (folder / "report.md").read_text()
     head, tail = md[:md.index("## Claims\n")], md[md.index("## Plots\n"):]
-    (folder / "report.md").write_text(md.replace("**Verdict: inconclusive** (by the seed-noise rule) — ALBERT against "
+    (folder / "report.md").write_text(md.replace("**Verdict: inconclusive** (by the rule above) — ALBERT against "
                                                  "BERT at 2 widths", "**Verdict: holds**"))
     assert main(["study-claims", str(folder)]) == 0
     assert "claims 4 changed" in capsys.readouterr().out
@@ -743,7 +787,8 @@ def test_study_claims_rederives_a_written_reports_claims_and_keeps_the_rest(tmp_
     assert next(c for c in again["claims"] if c["claim"] == 4) == current
     assert {k: v for k, v in again.items() if k != "claims"} == {k: v for k, v in report.items() if k != "claims"}
     assert (folder / "report.md").read_text() == md  # the committed rendering, every other section kept
-    assert "- albert-w2 - bert-w2: 0.011" in md[len(head):len(md) - len(tail)]  # the Claims section, restored
+    assert "- albert-w2 - bert-w2: 0.012" in md[len(head):len(md) - len(tail)]  # the Claims section, restored
+    assert "| bert-w2 - albert-w2 | -0.0122 |" in md  # with its interval, detectable difference and p
     assert main(["study-claims", str(tmp_path / "none")]) == 1
     assert "none/report.json: no such file" in capsys.readouterr().err
 

@@ -176,6 +176,9 @@ class StudyConfig(Config):
     # A claim of matching (claims 5b and 11) is "equivalent within ±equivalence_margin" when the 95%
     # interval of the difference lies inside it (score units: 0.01 is one point of accuracy).
     equivalence_margin: float = 0.01
+    # Fractions of the budget fine-tuned for the named variants beyond finetune_fractions (each also in
+    # eval_fractions): claim 5b fine-tunes the ELECTRA role at 1/4 and 1/2 of the budget, no one else.
+    extra_finetune_fractions: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data, *, where: str = ""):
@@ -205,6 +208,12 @@ class StudyConfig(Config):
             raise ConfigError("budget_flops must be positive")
         if self.seeds < 1:
             raise ConfigError("seeds must be >= 1")
+        for name, fracs in self.extra_finetune_fractions.items():
+            if name not in names:
+                raise ConfigError(f"extra_finetune_fractions: {name!r} is no variant of the study")
+            missing = sorted(set(fracs) - set(self.eval_fractions))
+            if missing:
+                raise ConfigError(f"extra_finetune_fractions of {name!r}: {missing} must also be in eval_fractions")
         if self.pretrain_seeds < 1:
             raise ConfigError("pretrain_seeds must be >= 1")
         if self.equivalence_margin <= 0:

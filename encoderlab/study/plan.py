@@ -163,13 +163,18 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
     weight = finetune_weight(cfg, recipe)
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}  # a study may move between machines
     units = []
-    for frac in cfg.finetune_fractions:
+    for frac in finetune_fractions(cfg, v.name):
         ck = checkpoints[frac].path
         for task in cfg.tasks:
             for unshared in [False] + ([True] if v.unshare and frac == max(cfg.finetune_fractions) else []):
                 units.append(FinetuneUnit(run or v.name, FinetuneKey(task.name, frac, unshared), ck, task,
                                           fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared), weight))
     return units
+
+
+def finetune_fractions(cfg: StudyConfig, variant: str) -> list[float]:
+    """The fractions of the budget at which a variant's checkpoints are fine-tuned."""
+    return sorted(set(cfg.finetune_fractions) | set(cfg.extra_finetune_fractions.get(variant, ())))
 
 
 # A fine-tuning's share of the ETA, where a pretraining counts PRETRAIN_UNITS (10) at any budget.

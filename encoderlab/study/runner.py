@@ -18,6 +18,7 @@ from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.plan import (
     FinetuneUnit,
     check_tasks,
+    finetune_fractions,
     finetune_units,
     finetune_weight,
     measure_weight,
@@ -54,7 +55,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
     check_tasks(cfg, data)
-    progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(cfg.finetune_fractions) + v.unshare)
+    progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(finetune_fractions(cfg, v.name)) + v.unshare)
                           * len(cfg.tasks) * cfg.pretrain_seeds for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,

@@ -115,7 +115,7 @@ def bootstrap_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray], *, draws:
     lo, hi = np.quantile(d, [alpha, 1 - alpha])
     se = float(d.std(ddof=1)) if draws > 1 else 0.0
     tail = min((d <= 0).sum(), (d >= 0).sum())
-    p = min(1.0, 2 * (tail + 1) / (draws + 1))
+    p = min(1.0, 2 * (int(tail) + 1) / (draws + 1))
     return Estimate(diff=diff, lo=float(lo), hi=float(hi), se=se, mdd=MDD_FACTOR * se, p=p,
                     runs=(Pa, Pb), finetune_seeds=min(Sa, Sb), paired=paired)
 

@@ -1,0 +1,93 @@
+"""A claim's comparisons: each one the difference of two variants' scores with its estimate
+(study/stats.py), verdict and per-task rows; Judge holds what every comparison of a report shares (the
+variants, the equivalence margin, which tasks enter the aggregates)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from encoderlab.study import stats
+from encoderlab.study.results import VariantResult
+
+V = dict[str, VariantResult]
+
+
+@dataclass
+class Comparison:
+    """One comparison of a claim: A - B, its estimate, the verdict by the rule, and per-task rows."""
+
+    label: str
+    kind: str  # stats.Kind: "greater" (A > B) or "at_least" (A matches or beats B within the margin)
+    estimate: stats.Estimate | None
+    verdict: str
+    per_task: dict[str, tuple[stats.Estimate | None, str]] = field(default_factory=dict)
+    holm_p: float | None = None
+
+    def to_json(self) -> dict:
+        e = self.estimate
+        return {"label": self.label, "kind": self.kind, "verdict": self.verdict,
+                **({"estimate": e.to_json()} if e else {}), "holm_p": self.holm_p,
+                "per_task": {t: {"verdict": v, **({"estimate": x.to_json()} if x else {})}
+                             for t, (x, v) in self.per_task.items()}}
+
+
+@dataclass
+class Judge:
+    """What every quality claim compares with: the variants, the equivalence margin, which tasks enter
+    the aggregates (``signal``: task -> whether it carries signal; None: every task), bootstrap draws."""
+
+    v: V
+    margin: float = 0.01
+    signal: dict[str, bool] | None = None
+    draws: int = stats.DRAWS
+
+    def scores(self, name: str, fraction: float | None = None, unshared: bool = False) -> dict[str, np.ndarray]:
+        got = self.v[name].seed_scores(fraction, unshared=unshared) if name in self.v else {}
+        return {t: x for t, x in got.items() if self.signal is None or self.signal.get(t, True)}
+
+    def mean(self, name: str, fraction: float | None = None, unshared: bool = False) -> float | None:
+        """The aggregate score: mean over tasks of each task's mean over runs and seeds; for results
+        stored without per-seed scores, the mean over tasks of the medians."""
+        got = self.scores(name, fraction, unshared)
+        if got:
+            return float(np.mean([x.mean() for x in got.values()]))
+        fs = self.v[name].final_score(unshared=unshared) if name in self.v and fraction is None else None
+        return fs["median"] if fs else None
+
+    def compare(self, label: str, a: str, b: str, *, kind: stats.Kind = "greater", a_fraction: float | None = None,
+                b_fraction: float | None = None, a_unshared: bool = False, b_unshared: bool = False,
+                b_scores: dict | None = None) -> Comparison:
+        """``b_scores``: scores that are no variant's own (claim 7's midpoint of ELECTRA and BERT)."""
+        sa = self.scores(a, a_fraction, a_unshared)
+        sb = b_scores if b_scores is not None else self.scores(b, b_fraction, b_unshared)
+        e = stats.bootstrap_diff(sa, sb, draws=self.draws)
+        per = {}
+        if len(set(sa) & set(sb)) > 1:
+            for t in sorted(set(sa) & set(sb)):
+                x = stats.bootstrap_diff({t: sa[t]}, {t: sb[t]}, draws=self.draws)
+                per[t] = (x, stats.verdict(x, kind, self.margin))
+        return Comparison(label, kind, e, stats.verdict(e, kind, self.margin), per)
+
+
+def combined(verdicts: list[str]) -> str:
+    """All hold: holds; any does not hold: does not hold; else inconclusive."""
+    if verdicts and all(v == "holds" or v.startswith("equivalent") for v in verdicts):
+        return "holds"
+    return "does not hold" if "does not hold" in verdicts else "inconclusive"
+
+
+def summary_compare(label: str, a: dict, b: dict) -> Comparison:
+    """Probe summaries (median, std, n over fine-tuning seeds): a normal interval, unpaired."""
+    diff = a["median"] - b["median"]
+    se = float(np.sqrt(a["std"] ** 2 / max(a.get("n", 1), 1) + b["std"] ** 2 / max(b.get("n", 1), 1)))
+    e = stats.Estimate(diff=diff, lo=diff - 1.96 * se, hi=diff + 1.96 * se, se=se, mdd=stats.MDD_FACTOR * se,
+                       p=_normal_p(diff, se), runs=(1, 1), finetune_seeds=min(a.get("n", 1), b.get("n", 1)),
+                       paired=False)
+    return Comparison(label, "greater", e, stats.verdict(e))
+
+
+def _normal_p(diff: float, se: float) -> float:
+    return 1.0 if se == 0 and diff == 0 else 0.0 if se == 0 else math.erfc(abs(diff) / se / math.sqrt(2))
