@@ -112,8 +112,9 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
 
 def test_interrupted_study_continues_from_its_stages(tmp_path):
     """With two pretraining seeds: both runs pretrained and fine-tuned as their own stages, the second
-    run's scores in report.json's replicas; a study killed during a fine-tuning redoes only that."""
-    report, _ = _run(tmp_path, pretrain_seeds=2)
+    run's scores in report.json's replicas; a study killed during a fine-tuning redoes only that. With
+    the random-init control and the bag-of-words baseline in the task table and the signal rule."""
+    report, _ = _run(tmp_path, pretrain_seeds=2, random_control=True)
     out = tmp_path / "study"
     stages = Stages(out / "stages.json")
     assert {"pretrain:bert", "pretrain:bert@seed1", "finetune:bert:1.0:demo",
@@ -121,10 +122,16 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     bert = StudyResults.from_json(report).variants["bert"]
     assert [r.seed for r in bert.replicas] == [1] and bert.seed_scores()["demo"].shape == (2, 2)
     assert bert.replicas[0].curve["eval"] and bert.replicas[0].run_dir.endswith("bert@seed1")
+    control = report["controls"]["tasks"]["demo"]
+    assert report["controls"]["variant"] == "bert" and control["task"] and len(control["per_seed"]) == 2
+    assert 0 <= report["baselines"]["demo"]["bow"] <= 1 and {"control:demo", "bow:demo"} <= set(stages.data)
+    text = (out / "report.md").read_text()
+    assert "| random init (bert's architecture, no pretraining) |" in text and "| bag-of-words" in text
+    assert "| task | pretrained - random init | 95% interval | signal |" in text
     # Forget a fine-tuning stage of the second run, as if the study had been killed during it.
     del stages.data["finetune:bert@seed1:1.0:demo"]
     stages.path.write_text(json.dumps(stages.data))
-    _, lines = _run(tmp_path, pretrain_seeds=2)
+    _, lines = _run(tmp_path, pretrain_seeds=2, random_control=True)
     assert [ln.split("] ", 1)[1] for ln in lines if "fine-tune bert" in ln] == [
         "fine-tune bert@seed1 at 1 of the budget on demo (2 seeds)"]
     assert not any("pretrain bert" in ln for ln in lines)
@@ -585,7 +592,7 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     assert gens == {4} == {builtin.base.model.num_layers}  # the discriminator's depth
     # ... and fine-tunes, probes and judges them alike: all but the names, the user's paths and issue 32's fields.
     paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task", "variants", "roles",
-             "pretrain_seeds", "extra_finetune_fractions"}
+             "pretrain_seeds", "extra_finetune_fractions", "random_control"}
     deep = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).to_dict()
     assert {k: v for k, v in builtin.to_dict().items() if k not in paths} == {k: v for k, v in deep.items()
                                                                                if k not in paths}

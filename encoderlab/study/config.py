@@ -179,6 +179,10 @@ class StudyConfig(Config):
     # Fractions of the budget fine-tuned for the named variants beyond finetune_fractions (each also in
     # eval_fractions): claim 5b fine-tunes the ELECTRA role at 1/4 and 1/2 of the budget, no one else.
     extra_finetune_fractions: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    # The no-pretraining control: the bert role's architecture (else the first variant's) fine-tuned
+    # from fresh weights on every task, with the same seeds. A task enters the claims' aggregates only
+    # when the pretrained variants beat it beyond its interval (study/judge.task_signal).
+    random_control: bool = False
 
     @classmethod
     def from_dict(cls, data, *, where: str = ""):

@@ -72,6 +72,23 @@ class Judge:
         return Comparison(label, kind, e, stats.verdict(e, kind, self.margin), per)
 
 
+def task_signal(v: V, controls: dict, draws: int = stats.DRAWS) -> dict[str, tuple[bool, stats.Estimate | None]]:
+    """Per task with a random-init control: whether the pretrained variants beat it beyond the 95%
+    interval (signal), and the estimate. The pretrained side pools every variant's last fine-tuning of
+    the task (each variant's mean over its pretraining runs, per fine-tuning seed, averaged over the
+    variants), paired with the control by fine-tuning seed."""
+    out = {}
+    for task, ctrl in (controls or {}).get("tasks", {}).items():
+        rows = [x[task].mean(0) for r in v.values() if task in (x := r.seed_scores())]
+        if not rows or not ctrl.get("per_seed"):
+            continue
+        n = min(len(r) for r in rows + [ctrl["per_seed"]])
+        pooled = np.mean([r[:n] for r in rows], axis=0)[None, :]  # (1, S)
+        e = stats.bootstrap_diff({task: pooled}, {task: np.array([ctrl["per_seed"][:n]])}, draws=draws)
+        out[task] = (stats.verdict(e) == "holds", e)
+    return out
+
+
 def combined(verdicts: list[str]) -> str:
     """All hold: holds; any does not hold: does not hold; else inconclusive."""
     if verdicts and all(v == "holds" or v.startswith("equivalent") for v in verdicts):

@@ -51,7 +51,10 @@ def task_spec(task: TaskRef, data: dict):
     return get_task(task.name), task.data_dir or data.get("glue_dir")
 
 
-def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *, unshare: bool = False) -> dict:
+def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *, unshare: bool = False,
+                        init: str = "pretrained") -> dict:
+    """All the study's fine-tuning seeds of one checkpoint on one task; ``init="random"``: the same
+    architecture from fresh weights (the study's random-init control, eval/finetune.py)."""
     from encoderlab.checkpoint import load_model
     from encoderlab.eval.finetune import finetune
     from encoderlab.models.networks import unshare as unshare_model
@@ -61,7 +64,7 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
     if unshare:
         model = unshare_model(model)
     r = finetune(model, spec, cfg.finetune, cfg.seeds, data_dir=data_dir, tokenizer_dir=data["tokenizer"],
-                 log=lambda *a: None)
+                 log=lambda *a: None, init=init)
     return {"task": r["task"], "score": r["score"], "summary": r["summary"],
             "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"],
             "learning_rate": r["seeds"][0]["learning_rate"],  # by width where the study leaves it None
@@ -81,6 +84,15 @@ def task_baselines(cfg: StudyConfig, data: dict) -> dict:
         one = one_class_scores(load_task(spec, data_dir), cfg.finetune)
         out[task.name] = {"one_class": one, "majority": max(one) if one else None}
     return out
+
+
+def bow_baseline(task: TaskRef, cfg: StudyConfig, data: dict) -> float:
+    """The task's bag-of-words logistic (ridge, for regression) baseline score (study/bow.py)."""
+    from encoderlab.eval.tasks import load_task
+    from encoderlab.study.bow import bow_score
+
+    spec, data_dir = task_spec(task, data)
+    return bow_score(load_task(spec, data_dir), cfg.finetune)
 
 
 def one_class(ft: dict, baseline: dict | None) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, plateau_metric, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
+from encoderlab.study.judge import task_signal
 from encoderlab.study.plan import per_family_settings
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
 
@@ -176,7 +177,7 @@ def _fmt(x) -> str:
     return str(x)
 
 
-def _task_table(V: dict[str, VariantResult], baselines: dict) -> list[str]:
+def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | None = None) -> list[str]:
     """Every fine-tuning's median ± std by task and budget fraction; a cell whose every seed scored
     what a one-class predictor scores is marked, since it says nothing about the encoder."""
     from encoderlab.study.measure import one_class
@@ -196,6 +197,15 @@ def _task_table(V: dict[str, VariantResult], baselines: dict) -> list[str]:
                          + (" †" if one_class(ft, baselines.get(task)) else ""))
         lines.append(f"| {name}{' (unshared)' if unshared else ''} | " + " | ".join(cells) + " |")
     lines.append("| majority class | " + " | ".join(_fmt(baselines.get(t, {}).get("majority")) for t, _ in cols) + " |")
+    if any("bow" in b for b in baselines.values()):
+        lines.append("| bag-of-words (logistic; ridge for regression) | "
+                     + " | ".join(_fmt(baselines.get(t, {}).get("bow")) for t, _ in cols) + " |")
+    if controls:
+        last = max(f for _, f in cols)
+        ctl = controls.get("tasks", {})
+        lines.append(f"| random init ({controls.get('variant')}'s architecture, no pretraining) | " + " | ".join(
+            f"{ctl[t]['score']['median']:.3f} ± {ctl[t]['score']['std']:.3f}" if f == last and t in ctl else ""
+            for t, f in cols) + " |")
     return lines + [""]
 
 
@@ -259,7 +269,8 @@ def _precision_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     return text + "."
 
 
-def _claims_section(claims: list, signal: dict[str, bool] | None = None) -> list[str]:
+def _claims_section(claims: list, signal: dict | None = None) -> list[str]:
+    """signal: judge.task_signal's {task: (carries signal, estimate)}; None or empty: no control ran."""
     lines = ["## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
     ests = [x.estimate for c in claims for x in c.comparisons if x.estimate is not None]
     if ests and all(e.fine_tuning_noise_only for e in ests):
@@ -271,15 +282,20 @@ def _claims_section(claims: list, signal: dict[str, bool] | None = None) -> list
         runs = sorted({n for e in ests for n in e.runs})
         lines += [f"Pretraining runs per variant: {', '.join(map(str, runs))}; with so few, a bootstrap interval "
                   "is approximate (no t-like widening).", ""]
-    if signal is None:
+    if not signal:
         lines += ["Every task enters the aggregates: the study has no random-init control to test which tasks "
                   "carry signal.", ""]
     else:
-        apart = sorted(t for t, ok in signal.items() if not ok)
-        lines += ["A task enters a claim's aggregate only when the pretrained variants beat the randomly initialised "
-                  "encoder of the same shape beyond its interval. "
-                  + (f"No signal at this scale (reported apart, in no aggregate): {', '.join(apart)}."
-                     if apart else "Every task carries signal."), ""]
+        apart = sorted(t for t, (ok, _) in signal.items() if not ok)
+        lines += ["A task enters a claim's aggregate only when the pretrained variants (every variant's last "
+                  "fine-tuning, pooled) beat the randomly initialised encoder of the same shape beyond the 95% "
+                  "interval of the difference. "
+                  + (f"**No signal at this scale** (reported apart, in no aggregate): {', '.join(apart)}."
+                     if apart else "Every task carries signal."), "",
+                  "| task | pretrained - random init | 95% interval | signal |", "|---|---|---|---|"]
+        lines += [f"| {t} | " + (f"{e.diff:+.4f} | [{e.lo:+.4f}, {e.hi:+.4f}]" if e else "– | –")
+                  + f" | {'yes' if ok else 'no signal at this scale'} |" for t, (ok, e) in sorted(signal.items())]
+        lines.append("")
     for c in claims:
         lines.append(f"### {c.claim}. {c.title}")
         label = f" ({c.kind})" if c.kind else " (by the rule above)" if c.comparisons else ""
@@ -325,9 +341,11 @@ def verdict_table(claims: list) -> list[str]:
 
 
 def claims_of(config: dict, results: StudyResults, roles: ClaimRoles | None = None) -> list:
-    """The claims of a study's results, with the study's equivalence margin and budget."""
+    """The claims of a study's results, with the study's equivalence margin and budget, and only the
+    tasks that carry signal in the aggregates when the study ran the random-init control."""
     roles = roles or ClaimRoles.from_dict(config.get("roles") or {})
-    return evaluate_claims(results.variants, roles, results.mlm_baselines,
+    signal = {t: ok for t, (ok, _) in task_signal(results.variants, results.controls).items()} or None
+    return evaluate_claims(results.variants, roles, results.mlm_baselines, signal=signal,
                            margin=config.get("equivalence_margin", 0.01), budget_flops=config.get("budget_flops"))
 
 
@@ -346,7 +364,8 @@ def refresh_claims(folder: Path, roles: ClaimRoles | None = None) -> list[int]:
     (folder / "report.json").write_text(json.dumps(report, indent=1, default=str))
     md = (folder / "report.md").read_text()
     start, end = md.index("## Claims\n"), md.index("## Plots\n")
-    (folder / "report.md").write_text(md[:start] + "\n".join(_claims_section(claims)) + "\n" + md[end:])
+    signal = task_signal(results.variants, results.controls)
+    (folder / "report.md").write_text(md[:start] + "\n".join(_claims_section(claims, signal)) + "\n" + md[end:])
     return changed
 
 
@@ -395,7 +414,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
                      f"{st['tokens_per_s']:.0f} | {st['peak_memory_mb']:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
                      f"{_fmt(ev.get('eval_disc_auc'))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
-    lines += [""] + _task_table(V, results.baselines)
+    lines += [""] + _task_table(V, results.baselines, results.controls)
     lat_keys = sorted(next(iter(V.values())).measure.get("latency_ms", {}))
     where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"
     lines += [f"Inference latency (ms, sequence 128, {where}):", "", "| variant | " + " | ".join(lat_keys) + " |",
@@ -403,7 +422,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     for name, r in V.items():
         lat = r.measure.get("latency_ms", {})
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
-    lines += [""] + _claims_section(claims)
+    lines += [""] + _claims_section(claims, task_signal(V, results.controls))
     lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]
     lines += ["", "## Resolved config", "", "```yaml", cfg.to_yaml().rstrip(), "```", ""]
     (out / "report.md").write_text("\n".join(lines))

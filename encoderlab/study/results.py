@@ -180,15 +180,18 @@ class StudyResults:
     variants: dict[str, VariantResult]
     baselines: dict = field(default_factory=dict)
     mlm_baselines: dict | None = None
+    # The random-init control: {"variant": whose architecture, "tasks": {task: its fine-tuning}}.
+    controls: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"config": self.config, "data": self.data, "baselines": self.baselines,
-                "mlm_baselines": self.mlm_baselines, "variants": {n: v.to_json() for n, v in self.variants.items()}}
+                "mlm_baselines": self.mlm_baselines, **({"controls": self.controls} if self.controls else {}),
+                "variants": {n: v.to_json() for n, v in self.variants.items()}}
 
     @classmethod
     def from_json(cls, d: dict) -> StudyResults:
         return cls(config=d["config"], data=d.get("data", {}), baselines=d.get("baselines", {}),
-                   mlm_baselines=d.get("mlm_baselines"),
+                   mlm_baselines=d.get("mlm_baselines"), controls=d.get("controls", {}),
                    variants={n: VariantResult.from_json(n, v) for n, v in d["variants"].items()})
 
 
@@ -196,4 +199,5 @@ def load_report(path: str | Path) -> tuple[StudyResults, dict]:
     """The results of a report.json, old or new, and the rest of the file (environment, claims)."""
     d = json.loads(Path(path).read_text())
     return StudyResults.from_json(d), {k: v for k, v in d.items() if k not in ("config", "data", "baselines",
-                                                                             "mlm_baselines", "variants")}
+                                                                             "mlm_baselines", "controls",
+                                                                             "variants")}

@@ -1,0 +1,64 @@
+"""Tasks with signal: the random-init control decides which tasks enter the claims' aggregates (a
+task where pretrained encoders do no better than fresh weights is reported apart), and the
+bag-of-words baseline learns what words alone tell."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from encoderlab.study.claims import evaluate_claims
+from encoderlab.study.judge import task_signal
+from encoderlab.study.results import Checkpoint, FinetuneKey, VariantResult
+
+
+def _ft(level, rng):
+    per_seed = [float(x) for x in level + rng.normal(0, 0.005, 5)]
+    return {"score": {"median": float(np.median(per_seed)), "std": 0.005, "n": 5}, "per_seed": per_seed}
+
+
+def _variant(name, cola, mrpc, rng):
+    return VariantResult(name=name, spec={}, run_dir="", checkpoints={1.0: Checkpoint("", 1, 1.0, 1.0)},
+                         finetune={FinetuneKey("cola", 1.0): _ft(cola, rng), FinetuneKey("mrpc", 1.0): _ft(mrpc, rng)})
+
+
+def test_a_task_without_signal_is_kept_out_of_the_aggregates():
+    """CoLA: pretrained 0.20-0.25 against random init 0.0 (signal). MRPC: every variant at the random
+    init's 0.70 (none), where ELECTRA happens to sit higher: averaged in, it would turn claim 5a."""
+    rng = np.random.default_rng(0)
+    v = {"bert": _variant("bert", 0.25, 0.68, rng), "electra": _variant("electra", 0.23, 0.74, rng)}
+    controls = {"variant": "bert", "tasks": {"cola": _ft(0.0, rng), "mrpc": _ft(0.71, rng)}}
+    signal = task_signal(v, controls, draws=300)
+    assert {t: ok for t, (ok, _) in signal.items()} == {"cola": True, "mrpc": False}
+    assert signal["cola"][1].lo > 0.2
+    every = {str(c.claim): c for c in evaluate_claims(v, draws=300)}
+    kept = {str(c.claim): c for c in evaluate_claims(v, signal={"cola": True, "mrpc": False}, draws=300)}
+    assert every["5a"].verdict == "holds"  # MRPC's noise decides it
+    assert kept["5a"].verdict == "does not hold" and kept["5a"].numbers["electra - bert"] == pytest.approx(-0.02,
+                                                                                                           abs=0.005)
+    assert set(kept["5a"].comparisons[0].per_task) == set()  # one task left: no per-task rows to add
+    assert task_signal(v, {}) == {}
+
+
+def test_bag_of_words_learns_a_task_words_decide_and_not_one_they_do_not():
+    from encoderlab.eval.tasks import Example
+    from encoderlab.study.bow import fit_predict
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(50)]
+
+    def ex(label, cue):
+        text = " ".join(rng.choice(words, 6)) + (" great" if label == 1 else " awful") * cue
+        return Example(text_a=text, text_b=None, label=label, line=0)
+
+    train = [ex(i % 2, True) for i in range(200)]
+    test = [ex(i % 2, True) for i in range(100)]
+    logits = fit_predict(train, {"dev": test}, kind="classification", num_labels=2)(test)
+    assert (logits.argmax(1) == [e.label for e in test]).mean() > 0.95
+    blind = [ex(i % 2, False) for i in range(100)]
+    acc = (fit_predict(train, {}, kind="classification", num_labels=2)(blind).argmax(1)
+           == [e.label for e in blind]).mean()
+    assert 0.3 < acc < 0.7  # no cue word: chance
+    reg = [Example(text_a=f"x{i % 5} filler", text_b="filler", label=float(i % 5), line=i) for i in range(100)]
+    pred = fit_predict(reg, {}, kind="regression", num_labels=1)(reg)[:, 0]
+    assert np.corrcoef(pred, [e.label for e in reg])[0, 1] > 0.95
