@@ -127,3 +127,43 @@ def test_the_status_line_is_for_pipes_and_files_only(tmp_path, progress, capsys)
     err = capsys.readouterr().err
     assert (err == "encoderlab pretrain: step 50 | 25.0% of the budget | 1,234 tokens/s | loss 2.5000 | ETA 1m30s\n"
             if progress else err == "")
+
+
+def test_training_and_held_out_mlm_accuracy_measure_different_things_and_the_log_says_which():
+    """Issue 34's Chinese run: held-out MLM accuracy far below training's. A model that only copies
+    its input scores keep_fraction (+ a little) in training, where 10% of the chosen tokens are
+    left visible, and nothing held out, where every chosen token is [MASK]: the log line says so."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from encoderlab.objectives import build_objective
+    from encoderlab.objectives.base import ObjectiveConfig, with_defaults
+    from encoderlab.train.data import SyntheticSource
+    from encoderlab.train.config import DataConfig
+    from encoderlab.train.evaluate import describe_accuracy, evaluate
+
+    class Copier(torch.nn.Module):
+        """Predicts, at each masked position, the token it sees there."""
+
+        def __init__(self, vocab: int):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(()))
+            self.encoder = SimpleNamespace(config=SimpleNamespace(vocab_size=vocab))
+
+        def forward(self, ids, attention_mask=None, token_type_ids=None, positions=None):
+            seen = ids.reshape(-1).index_select(0, positions)  # (M,)
+            return SimpleNamespace(logits=torch.nn.functional.one_hot(seen, 99).float() * 10 + self.w,
+                                   sentence_logits=None)
+
+    cfg = with_defaults(ObjectiveConfig(kind="mlm", sentence_loss=False), 3, (0, 1, 2, 3, 4))
+    batches = [SyntheticSource(DataConfig(kind="synthetic", batch_size=64, seq_len=64)).batch(i) for i in range(4)]
+    num = den = 0.0
+    for i, b in enumerate(batches):
+        (n, d) = build_objective(cfg)(Copier(99), b, torch.Generator().manual_seed(i)).metrics["mlm_accuracy"]
+        num, den = num + float(n), den + float(d)
+    assert 0.08 < num / den < 0.13  # the kept 10% (and a random token that happens to be right)
+    assert evaluate(Copier(99), cfg, batches, device="cpu")["eval_mlm_accuracy"] == 0.0
+    said = describe_accuracy(cfg)
+    assert "mlm_accuracy (training)" in said and "10% left as they are, which a model gets right by copying" in said
+    assert "eval_mlm_accuracy (held-out) at 15% of tokens, each shown as [MASK]" in said

@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from encoderlab.config import ConfigError
-from encoderlab.study.progress import PRETRAIN_UNITS, Progress, pretraining_share, pretraining_status, tail_lines
+from encoderlab.study.progress import (
+    PRETRAIN_UNITS,
+    PretrainShares,
+    Progress,
+    pretraining_status,
+    tail_lines,
+)
 from encoderlab.study.stages import Stages
 from encoderlab.threads import THREADS_FILE, write_threads
 from encoderlab.train.config import PretrainConfig
@@ -47,7 +53,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
         del running[name]
         # A later `encoderlab pretrain` of this folder must not inherit the study's count.
         (Path(recipes[name].trainer.run_dir) / THREADS_FILE).unlink(missing_ok=True)
-        progress.advance(PRETRAIN_UNITS)
+        counted.finish(name)
         if proc.returncode == 0:
             stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
             return
@@ -55,16 +61,18 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
         failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{_tail(log)}")
         progress.stage(f"pretrain {name} failed (exit {proc.returncode}); see {log}")
 
+    counted = PretrainShares(progress, {n: Path(r.trainer.run_dir) for n, r in recipes.items()}, budget)
+    progress.begin_work()  # the ETA's rate is read from here: data preparation took no units
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     progress.detail = lambda: [pretraining_status(n, Path(recipes[n].trainer.run_dir), budget) for n in list(running)]
-    progress.partial = lambda: PRETRAIN_UNITS * sum(pretraining_share(Path(recipes[n].trainer.run_dir))
-                                                    for n in list(running))
+    progress.partial = lambda: counted.partial(running)
     try:
         while running or (todo and not failed):
             while todo and not failed and len(running) < jobs:
                 name = todo.pop(0)
                 progress.stage(f"pretrain {name}: {budget:.3g} FLOPs budget"
                                + (f" ({len(running) + 1} running)" if jobs > 1 else ""))
+                counted.start(name)  # a resumed variant's earlier share is done, not worked here
                 running[name] = (start_pretraining(recipes[name], env, threads), time.perf_counter())
             time.sleep(0.2)
             for name, (proc, started) in list(running.items()):

@@ -30,6 +30,11 @@ class Progress:
         self.total, self.done, self.worked, self.start, self.log = total_units, 0.0, 0.0, time.perf_counter(), log
         self.current, self.stage_start, self.last_line = "", self.start, self.start
         self.detail: Callable[[], list[str]] | None = None
+        # When the first work that has units began: the time before it (training the tokenizer,
+        # tokenizing the corpus: no units) is not work the rate may be read from. It used to be:
+        # the ETA then ran high by (that time / the time worked) through the pretrainings, and fell
+        # at the fine-tunings' first result, whose phase rate leaves it out (issue 34: ~832 s, then ~21 s).
+        self.work_start: float | None = None
         # Units of work under way (e.g. running pretrainings' shares of their budgets): counted as
         # done and worked for the ETA, else a stage of long jobs would set the rate from the jobs
         # finished alone and overstate the time left (2-3x while two pretrainings run).
@@ -45,6 +50,12 @@ class Progress:
             self._thread = threading.Thread(target=self._beat, args=(heartbeat_s,), daemon=True, name="study-progress")
             self._thread.start()
 
+    def begin_work(self) -> None:
+        """Work with units starts (launch.pretrain_all, before the first pretraining): the ETA's
+        rate is read from here on."""
+        if self.work_start is None:
+            self.work_start = time.perf_counter()
+
     def stage(self, text: str) -> None:
         self.current, self.stage_start = text, time.perf_counter()
         self._say(text)
@@ -54,6 +65,8 @@ class Progress:
         this one, so it does not set the rate the ETA extrapolates."""
         self.done += units
         if not cached:
+            if self.work_start is None:  # work with no running share: it began with its stage
+                self.work_start = self.stage_start
             self.worked += units
             self.phase_worked += units
 
@@ -65,7 +78,8 @@ class Progress:
             self.phase_start, self.phase_worked = time.perf_counter(), 0.0
 
     def eta(self) -> str:
-        elapsed = time.perf_counter() - self.start
+        now = time.perf_counter()
+        elapsed = now - self.start
         try:
             partial = self.partial() if self.partial is not None else 0.0
         except Exception:  # the ETA must never stop the study
@@ -75,9 +89,10 @@ class Progress:
         left = max(self.total - self.done - partial, 0)
         phase_start, phase_worked = self.phase_start, self.phase_worked  # one read: the main thread resets them
         if phase_worked > 0 and phase_start > self.start:
-            remaining = (time.perf_counter() - phase_start) * left / phase_worked
+            remaining = (now - phase_start) * left / phase_worked
         else:
-            remaining = elapsed * left / (self.worked + partial)
+            working = now - (self.work_start if self.work_start is not None else self.start)
+            remaining = working * left / (self.worked + partial)
         return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"
 
     def close(self) -> None:
@@ -114,6 +129,38 @@ def pretraining_status(name: str, run_dir: Path, budget_flops: float) -> str:
     left = elapsed * (1 - p) / p
     return (f"pretrain {name}: {100 * min(p, 1.0):.0f}% of {budget_flops:.3g} FLOPs (step {rec.get('step')}), "
             f"{rec.get('tokens_per_s', 0.0):,.0f} tokens/s, ~{left:.0f}s left for this variant")
+
+
+class PretrainShares:
+    """The running pretrainings' progress, counted from where each stood when this study started it:
+    a variant resumed from an earlier, interrupted run has part of its budget done already, which
+    is done but not worked in this run (it took no time here). Counting it as worked gave the rate
+    that work for free and put the ETA far too low (90% of a budget "done" in the first seconds)."""
+
+    def __init__(self, progress: Progress, run_dirs: dict[str, Path], budget_flops: float):
+        self.progress, self.run_dirs, self.budget, self.starts = progress, run_dirs, budget_flops, {}
+
+    def start(self, name: str) -> None:
+        """Count the share of a variant's budget its latest checkpoint holds (where its run resumes)
+        as done; 0 for a fresh one."""
+        from encoderlab.checkpoint import CheckpointError
+        from encoderlab.train.state import checkpoint_info, list_checkpoints
+
+        found = list_checkpoints(self.run_dirs[name])
+        try:
+            flops = checkpoint_info(found[-1])["flops"] if found else 0.0
+        except (CheckpointError, KeyError):
+            flops = 0.0
+        self.starts[name] = min(max(flops / self.budget, 0.0), 1.0)
+        self.progress.advance(PRETRAIN_UNITS * self.starts[name], cached=True)
+
+    def partial(self, running) -> float:
+        """Units worked in this run by the pretrainings still running."""
+        return PRETRAIN_UNITS * sum(max(0.0, pretraining_share(self.run_dirs[n]) - self.starts.get(n, 0.0))
+                                    for n in list(running))
+
+    def finish(self, name: str) -> None:
+        self.progress.advance(PRETRAIN_UNITS * (1 - self.starts.pop(name, 0.0)))
 
 
 def pretraining_share(run_dir: Path) -> float:

@@ -1,0 +1,69 @@
+"""The study's ETA reads its rate from work done in this run only: not from the data preparation
+before the first pretraining, nor from the share of a budget an interrupted earlier run had done
+(issue 34: the ETA fell from "~832 s left" to "~21 s left" between two lines)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from encoderlab.study.progress import PRETRAIN_UNITS, PretrainShares, Progress
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr("encoderlab.study.progress.time.perf_counter", lambda: now[0])
+    return now
+
+
+def _left(progress: Progress) -> float:
+    return float(re.search(r"~(\d+)s left", progress.eta()).group(1))
+
+
+def test_data_preparation_is_not_charged_to_the_pretrainings_rate(clock):
+    """Five minutes of tokenizing, then pretrainings at 10 s a unit: the ETA says 10 s a unit at
+    once, and the fine-tunings' first result (at the same rate) leaves it where it was. Charging
+    the five minutes to the first units put it at 7x, then 2x, and it fell at the phase change."""
+    p = Progress(3 * PRETRAIN_UNITS + 6, lambda line: None, heartbeat_s=None)
+    p.stage("data: training a WordPiece tokenizer")
+    clock[0] = 300.0
+    share = [0.0]
+    p.stage("pretrain bert")
+    p.begin_work()  # launch.pretrain_all
+    p.partial = lambda: PRETRAIN_UNITS * share[0]
+    clock[0], share[0] = 350.0, 0.5
+    assert _left(p) == pytest.approx(10 * (36 - 5), rel=0.01)
+    for v in range(3):  # the three pretrainings finish at 10 s a unit
+        clock[0] = 300.0 + 100 * (v + 1)
+        share[0] = 0.0
+        p.advance(PRETRAIN_UNITS)
+    p.partial = None
+    p.new_phase()
+    before = _left(p)  # no fine-tuning finished yet: the run's rate so far
+    clock[0] += 20.0
+    p.advance(2)  # one fine-tuning, 2 units in 20 s
+    assert before == pytest.approx(60, rel=0.01) and _left(p) == pytest.approx(40, rel=0.01)
+
+
+def test_a_resumed_pretrainings_earlier_share_is_done_but_not_worked(tmp_path, clock):
+    run = tmp_path / "bert"
+    (run / "checkpoints" / "step-000090").mkdir(parents=True)
+    (run / "checkpoints" / "step-000090" / "trainer_state.json").write_text(json.dumps({"flops": 0.9e12}))
+    metrics = run / "metrics.jsonl"
+    metrics.write_text(json.dumps({"split": "train", "progress": 0.92}) + "\n")  # the earlier run got past it
+    p = Progress(2 * PRETRAIN_UNITS, lambda line: None, heartbeat_s=None)
+    shares = PretrainShares(p, {"bert": run}, budget_flops=1e12)
+    p.begin_work()
+    p.partial = lambda: shares.partial(["bert"])
+    shares.start("bert")
+    assert (p.done, p.worked) == (9.0, 0.0)  # the checkpoint's 90%: done, in no time here
+    with open(metrics, "a") as f:  # the resumed run logs its progress from there
+        f.write(json.dumps({"split": "train", "progress": 0.95}) + "\n")
+    clock[0] = 10.0
+    assert shares.partial(["bert"]) == pytest.approx(0.5)
+    assert _left(p) == pytest.approx(10.0 / 0.5 * (20 - 9 - 0.5), rel=0.01)  # 20 s a unit, as worked here
+    shares.finish("bert")
+    assert p.done == pytest.approx(10.0)
