@@ -139,8 +139,8 @@ def test_training_and_held_out_mlm_accuracy_measure_different_things_and_the_log
 
     from encoderlab.objectives import build_objective
     from encoderlab.objectives.base import ObjectiveConfig, with_defaults
-    from encoderlab.train.data import SyntheticSource
     from encoderlab.train.config import DataConfig
+    from encoderlab.train.data import SyntheticSource
     from encoderlab.train.evaluate import describe_accuracy, evaluate
 
     class Copier(torch.nn.Module):
