@@ -38,19 +38,19 @@ def _plan(cfg, **kw):
 
 def test_a_flops_budget_scales_warmup_and_short_steps_and_the_run_uses_them(tmp_path, capsys):
     base = _recipe(tmp_path)
-    cfg = base.replace(trainer=base.trainer.replace(max_flops=40.5 * _step_flops(base)))
+    cfg = base.replace(trainer=base.trainer.replace(max_flops=20.5 * _step_flops(base)))
     plan = _plan(cfg)
-    assert (plan.binding, plan.steps, plan.scale) == ("trainer.max_flops", 40, 40 / 100_000)
-    assert plan.changes == {"optimizer.warmup_steps": [2000, 1], "data.short_seq_steps": [4000, 2]}
+    assert (plan.binding, plan.steps, plan.scale) == ("trainer.max_flops", 20, 20 / 100_000)
+    assert plan.changes == {"optimizer.warmup_steps": [2000, 1], "data.short_seq_steps": [4000, 1]}
     assert plan.warnings == []
     result = pretrain(cfg)
     err = capsys.readouterr().err
     first = err.splitlines()[0]
-    assert first.startswith("encoderlab pretrain: budget: trainer.max_flops binds at ~40 step(s)")
-    assert "optimizer.warmup_steps 2,000 -> 1, data.short_seq_steps 4,000 -> 2" in first
+    assert first.startswith("encoderlab pretrain: budget: trainer.max_flops binds at ~20 step(s)")
+    assert "optimizer.warmup_steps 2,000 -> 1, data.short_seq_steps 4,000 -> 1" in first
     lrs = [r["lr"] for r in read_metrics(tmp_path / "run")]
-    # Unscaled, the warm-up would still be at 40/2000 of the peak when the budget ends.
-    assert max(lrs) > 0.5 * cfg.optimizer.lr and result.step >= 40
+    # Unscaled, the warm-up would still be at 20/2000 of the peak when the budget ends.
+    assert max(lrs) > 0.5 * cfg.optimizer.lr and result.step >= 20
 
 
 def test_a_time_budget_times_a_step_first_and_puts_everything_back(tmp_path):
@@ -62,15 +62,11 @@ def test_a_time_budget_times_a_step_first_and_puts_everything_back(tmp_path):
     assert trainer.cfg.optimizer.warmup_steps == plan.changes["optimizer.warmup_steps"][1]
     assert trainer.source.switch_at == plan.changes["data.short_seq_steps"][1]  # the data source's own switch
     # The timing steps left no trace: the weights and the random stream are those of a run without it.
-    torch.manual_seed(cfg.trainer.seed)
+    after_timing = torch.get_rng_state()
     untimed = Trainer(cfg.replace(trainer=cfg.trainer.replace(max_time_s=None, run_dir=str(tmp_path / "u"))))
+    assert torch.equal(after_timing, torch.get_rng_state())
     assert all(torch.equal(a, b) for a, b in zip(trainer.model.state_dict().values(),
                                                  untimed.model.state_dict().values()))
-    assert torch.equal(torch.rand(3), torch.rand(3)) is False  # (sanity: the stream moves)
-    a = Trainer(cfg.replace(trainer=cfg.trainer.replace(run_dir=str(tmp_path / "a"))))
-    torch_state_after_timing = torch.get_rng_state()
-    b = Trainer(cfg.replace(trainer=cfg.trainer.replace(max_time_s=None, run_dir=str(tmp_path / "b"))))
-    assert torch.equal(torch_state_after_timing, torch.get_rng_state()) and a.step == b.step == 0
 
 
 @pytest.mark.parametrize("key, value, match", [
