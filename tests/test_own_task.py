@@ -123,3 +123,19 @@ def test_predict_on_no_examples_gives_no_rows_not_an_index_error(tmp_path):
     clf = build_classifier(load_model(tiny_checkpoint(tmp_path)), 3)
     assert predict(clf, [], pad_id=0, batch_size=4).shape == (0, 3)
     assert isinstance(predict(clf, [], pad_id=0, batch_size=4), np.ndarray)
+
+
+def test_model_random_prefix_fine_tunes_fresh_weights_only_and_only_in_finetune(tmp_path, capsys):
+    from encoderlab.cli import main
+    from tests.eval_helpers import write_sentiment_task
+
+    ckpt = tiny_checkpoint(tmp_path)
+    write_sentiment_task(tmp_path / "task", n_train=32, n_dev=8)
+    task = str(tmp_path / "task" / "task.yaml")
+    out = tmp_path / "r.json"
+    assert main(["finetune", "--model", f"random:{ckpt}", "--task", task, "epochs=1", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["init"] == "random" and r["seeds"][0]["init"] == "random" and "random_control" not in r
+    assert "random init (same architecture, fresh weights) acc: median" in capsys.readouterr().out
+    assert main(["eval", "glue", "--model", f"random:{ckpt}", "--tasks", task]) == 1
+    assert "random: (fresh weights) is for finetune only" in capsys.readouterr().err
