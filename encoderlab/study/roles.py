@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 # claim -> the ClaimRoles fields it cannot run without (study/claims.py; optional roles left out).
 # "width_pairs" and "generator_sizes" are groups: claim 3 needs one pair, claim 6 three sizes.
-REQUIRED: dict[int, tuple[str, ...]] = {
+REQUIRED: dict[int | str, tuple[str, ...]] = {
     1: ("bert", "albert"), 2: ("bert", "albert"), 3: ("width_pairs",), 4: ("bert", "albert"),
-    5: ("bert", "electra"), 6: ("generator_sizes",), 7: ("bert", "electra", "all_tokens_mlm"),
+    "5a": ("bert", "electra"), "5b": ("bert", "electra"), 6: ("generator_sizes",),
+    7: ("bert", "electra", "all_tokens_mlm"),
     8: ("bert", "electra"), 9: ("share_shared", "share_none"), 10: ("nsp", "sop"), 11: ("bert_proposal", "electra"),
     12: ("bert", "electra"), 13: ("bert", "electra"), 14: ("bert_modern", "bert"),
 }
