@@ -114,7 +114,14 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     """With two pretraining seeds: both runs pretrained and fine-tuned as their own stages, the second
     run's scores in report.json's replicas; a study killed during a fine-tuning redoes only that. With
     the random-init control and the bag-of-words baseline in the task table and the signal rule."""
-    report, _ = _run(tmp_path, pretrain_seeds=2, random_control=True)
+    blimp = tmp_path / "blimp"  # two paradigms of three pairs: "BLiMP dev (2 of 67 paradigms)"
+    blimp.mkdir()
+    for name in ("agreement", "island"):
+        (blimp / f"{name}.jsonl").write_text("".join(json.dumps(
+            {"sentence_good": f"the {w} is here .", "sentence_bad": f"the {w} are here .", "UID": name,
+             "linguistics_term": name}) + "\n" for w in ("cat", "dog", "bird")))
+    more = {"random_control": True, "blimp": str(blimp), "blimp_pairs_per_paradigm": None}
+    report, _ = _run(tmp_path, pretrain_seeds=2, **more)
     out = tmp_path / "study"
     stages = Stages(out / "stages.json")
     assert {"pretrain:bert", "pretrain:bert@seed1", "finetune:bert:1.0:demo",
@@ -128,10 +135,14 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     text = (out / "report.md").read_text()
     assert "| random init (bert's architecture, no pretraining) |" in text and "| bag-of-words" in text
     assert "| task | pretrained - random init | 95% interval | signal |" in text
+    zs = bert.measure["blimp"]
+    assert set(zs) == {"0.5", "1"} and zs["1"]["label"] == "BLiMP dev (2 of 67 paradigms)" and zs["1"]["n"] == 6
+    assert len(zs["1"]["networks"]["mlm"]["correct"]) == 6 and "correct" not in zs["0.5"]["networks"]["mlm"]
+    assert report["controls"]["blimp"]["n"] == 6 and "BLiMP dev (2 of 67 paradigms), zero-shot (6 pairs" in text
     # Forget a fine-tuning stage of the second run, as if the study had been killed during it.
     del stages.data["finetune:bert@seed1:1.0:demo"]
     stages.path.write_text(json.dumps(stages.data))
-    _, lines = _run(tmp_path, pretrain_seeds=2, random_control=True)
+    _, lines = _run(tmp_path, pretrain_seeds=2, **more)
     assert [ln.split("] ", 1)[1] for ln in lines if "fine-tune bert" in ln] == [
         "fine-tune bert@seed1 at 1 of the budget on demo (2 seeds)"]
     assert not any("pretrain bert" in ln for ln in lines)

@@ -62,3 +62,42 @@ def test_bag_of_words_learns_a_task_words_decide_and_not_one_they_do_not():
     reg = [Example(text_a=f"x{i % 5} filler", text_b="filler", label=float(i % 5), line=i) for i in range(100)]
     pred = fit_predict(reg, {}, kind="regression", num_labels=1)(reg)[:, 0]
     assert np.corrcoef(pred, [e.label for e in reg])[0, 1] > 0.95
+
+
+def test_blimp_dev_is_named_as_a_subset_sampled_alike_and_compared_pair_by_pair(tmp_path):
+    import json
+
+    from encoderlab.study import blimp
+
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(
+            {"sentence_good": f"{name} good {i}", "sentence_bad": f"{name} bad {i}", "linguistics_term": name}) + "\n"
+            for i in range(10)))
+    assert blimp.label(tmp_path) == "BLiMP dev (3 of 67 paradigms)"
+    sample = blimp.load_pairs(tmp_path, per_paradigm=4)
+    assert len(sample) == 12 and sample == blimp.load_pairs(tmp_path, per_paradigm=4)  # the same for every variant
+    assert len(blimp.load_pairs(tmp_path)) == 30
+    # paired: a beats b on 60 of 1000 pairs, b beats a on 20, the rest agree
+    a = np.zeros(1000, np.uint8)
+    b = np.zeros(1000, np.uint8)
+    a[:60], b[60:80], a[100:600], b[100:600] = 1, 1, 1, 1
+    e = blimp.paired_diff(a, b)
+    assert e.diff == pytest.approx(0.04) and e.lo > 0 and e.paired
+    assert blimp.paired_diff(a, a).diff == 0 and blimp.paired_diff(a, None) is None
+
+
+def test_blimp_dev_enters_a_claims_rows_only_with_signal():
+    rng = np.random.default_rng(0)
+    v = {"bert": _variant("bert", 0.25, 0.68, rng), "electra": _variant("electra", 0.23, 0.74, rng)}
+    label = "BLiMP dev (36 of 67 paradigms)"
+    for name, k in (("bert", 700), ("electra", 600)):
+        bits = "1" * k + "0" * (1000 - k)
+        v[name].measure["blimp"] = {"1": {"label": label, "n": 1000, "deployed": "mlm",
+                                          "networks": {"mlm": {"accuracy": k / 1000, "correct": bits}}}}
+    rows = {str(c.claim): c for c in evaluate_claims(v, draws=200)}["5a"].comparisons[0].per_task
+    assert rows[f"{label}, zero-shot"][1] == "does not hold"  # 0.60 against 0.70, paired over pairs
+    off = evaluate_claims(v, draws=200, signal={"cola": True, "mrpc": True, label: False})
+    assert f"{label}, zero-shot" not in {str(c.claim): c for c in off}["5a"].comparisons[0].per_task
+    controls = {"tasks": {}, "blimp": {"n": 1000, "deployed": "mlm",
+                                       "networks": {"mlm": {"correct": "1" * 500 + "0" * 500}}}}
+    assert task_signal(v, controls)[label][0] is True  # 0.65 pooled against the control's 0.50

@@ -183,6 +183,13 @@ class StudyConfig(Config):
     # from fresh weights on every task, with the same seeds. A task enters the claims' aggregates only
     # when the pretrained variants beat it beyond its interval (study/judge.task_signal).
     random_control: bool = False
+    # A folder of BLiMP paradigm files (../shared/data/blimp: 36 of the 67, "BLiMP dev") scored zero-shot
+    # at every checkpoint of each variant's seed-0 run, pair by pair (study/blimp.py); a seeded sample
+    # of blimp_pairs_per_paradigm from each paradigm (None: all 1,000), the same for every variant. Cost:
+    # a 2 x 128 BERT scored 720 pairs in 13 s on a busy 2-core Xeon (2026-12-06), so 100 a paradigm
+    # (3,600 pairs) is about a minute per checkpoint and variant there.
+    blimp: str | None = None
+    blimp_pairs_per_paradigm: int | None = 100
 
     @classmethod
     def from_dict(cls, data, *, where: str = ""):

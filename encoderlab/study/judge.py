@@ -44,6 +44,20 @@ class Judge:
     signal: dict[str, bool] | None = None
     draws: int = stats.DRAWS
 
+    def zero_shot(self, name: str) -> tuple[str, np.ndarray] | None:
+        """(label, per-pair outcomes) of a variant's BLiMP dev at its last checkpoint, when it has them
+        and BLiMP dev carries signal (or no control ran to say)."""
+        from encoderlab.study.blimp import correct_of
+
+        rec = self.v[name].measure.get("blimp") if name in self.v else None
+        if not rec:
+            return None
+        last = rec[max(rec, key=float)]
+        bits = correct_of(last)
+        if bits is None or (self.signal is not None and not self.signal.get(last["label"], False)):
+            return None
+        return last["label"], bits
+
     def scores(self, name: str, fraction: float | None = None, unshared: bool = False) -> dict[str, np.ndarray]:
         got = self.v[name].seed_scores(fraction, unshared=unshared) if name in self.v else {}
         return {t: x for t, x in got.items() if self.signal is None or self.signal.get(t, True)}
@@ -69,6 +83,12 @@ class Judge:
             for t in sorted(set(sa) & set(sb)):
                 x = stats.bootstrap_diff({t: sa[t]}, {t: sb[t]}, draws=self.draws)
                 per[t] = (x, stats.verdict(x, kind, self.margin))
+        za, zb = self.zero_shot(a), self.zero_shot(b)
+        if za and zb and b_scores is None and a_fraction is b_fraction is None and not (a_unshared or b_unshared):
+            from encoderlab.study.blimp import paired_diff
+
+            x = paired_diff(za[1], zb[1])  # zero-shot evidence beside the tasks, not in the aggregate
+            per[f"{za[0]}, zero-shot"] = (x, stats.verdict(x, kind, self.margin))
         return Comparison(label, kind, e, stats.verdict(e, kind, self.margin), per)
 
 
@@ -86,6 +106,16 @@ def task_signal(v: V, controls: dict, draws: int = stats.DRAWS) -> dict[str, tup
         pooled = np.mean([r[:n] for r in rows], axis=0)[None, :]  # (1, S)
         e = stats.bootstrap_diff({task: pooled}, {task: np.array([ctrl["per_seed"][:n]])}, draws=draws)
         out[task] = (stats.verdict(e) == "holds", e)
+    ctrl = (controls or {}).get("blimp")
+    if ctrl:
+        from encoderlab.study.blimp import correct_of, paired_diff
+
+        finals = [(r.measure["blimp"][max(r.measure["blimp"], key=float)]) for r in v.values()
+                  if r.measure.get("blimp")]
+        bits = [b for f in finals if (b := correct_of(f)) is not None and len(b) == ctrl["n"]]
+        if bits:
+            e = paired_diff(np.mean(bits, axis=0), correct_of(ctrl))
+            out[finals[0]["label"]] = (stats.verdict(e) == "holds", e)
     return out
 
 

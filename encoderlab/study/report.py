@@ -209,6 +209,34 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
     return lines + [""]
 
 
+def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str]:
+    """BLiMP dev accuracy of each variant's deployed network at every checkpoint (generator beside)."""
+    recs = {n: r.measure["blimp"] for n, r in V.items() if r.measure.get("blimp")}
+    if not recs:
+        return []
+    fracs = sorted({f for rec in recs.values() for f in rec}, key=float)
+    some = next(iter(recs.values()))[fracs[-1]]
+    lines = [f"{some['label']}, zero-shot ({some['n']} pairs; an MLM's pseudo-log-likelihood, an ELECTRA's "
+             "discriminator's log P(original), its generator's PLL in brackets; a tie counts as wrong):", "",
+             "| variant | " + " | ".join(f"@ {f}" for f in fracs) + " |", "|---|" + "---|" * len(fracs)]
+    for n, rec in recs.items():
+        cells = []
+        for f in fracs:
+            r = rec.get(f)
+            if r is None:
+                cells.append("")
+                continue
+            gen = r["networks"].get("generator")
+            own = r["networks"][r["deployed"]]["accuracy"]
+            cells.append(f"{own:.3f}" + (f" ({gen['accuracy']:.3f})" if gen else ""))
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    ctl = (controls or {}).get("blimp")
+    if ctl:
+        lines.append(f"| random init ({controls.get('variant')}'s architecture) | " + " | ".join(
+            f"{ctl['networks'][ctl['deployed']]['accuracy']:.3f}" if f == fracs[-1] else "" for f in fracs) + " |")
+    return lines + [""]
+
+
 # Where the figures were measured, from the figures' own records (a study can be resumed on another
 # machine, so the one writing the report says nothing about them).
 def _gpu_memory(V: dict[str, VariantResult]) -> bool:
@@ -415,6 +443,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
                      f"{_fmt(ev.get('eval_disc_auc'))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
     lines += [""] + _task_table(V, results.baselines, results.controls)
+    lines += _blimp_table(V, results.controls)
     lat_keys = sorted(next(iter(V.values())).measure.get("latency_ms", {}))
     where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"
     lines += [f"Inference latency (ms, sequence 128, {where}):", "", "| variant | " + " | ".join(lat_keys) + " |",

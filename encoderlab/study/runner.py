@@ -54,6 +54,14 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
     check_tasks(cfg, data)
+    if cfg.blimp:  # a missing folder stops the study now, not after hours of pretraining
+        from encoderlab.config import ConfigError
+        from encoderlab.study.blimp import paradigm_files
+
+        try:
+            paradigm_files(cfg.blimp)
+        except FileNotFoundError as e:
+            raise ConfigError(f"blimp: {e}") from None
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(finetune_fractions(cfg, v.name)) + v.unshare)
                           * len(cfg.tasks) * cfg.pretrain_seeds for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
@@ -166,7 +174,27 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
             got = measure.finetune_checkpoint(path, task, cfg, data, init="random")
             stages.put(key, fp, got)
         tasks[task.name] = got
-    return {"variant": name, "tasks": tasks}
+    out = {"variant": name, "tasks": tasks}
+    if cfg.blimp:  # the same architecture from fresh weights, zero-shot
+        import torch
+
+        from encoderlab.checkpoint import load_model
+        from encoderlab.data.tokenizer import load_tokenizer
+        from encoderlab.models.networks import build_model
+        from encoderlab.study import blimp
+
+        key = "control:blimp"
+        fp = fingerprint("random", recipe.model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm)
+        got = stages.get(key, fp)
+        if got is None:
+            progress.stage(f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}")
+            torch.manual_seed(0)
+            fresh = build_model(load_model(path).config).eval()
+            got = blimp.score(fresh, load_tokenizer(data["tokenizer"]),
+                              blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm))
+            stages.put(key, fp, got)
+        out["blimp"] = got
+    return out
 
 
 def mlm_baselines(recipes: dict[str, PretrainConfig], stages: Stages, progress: Progress) -> dict:
@@ -266,7 +294,35 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     res.measure = m
     if cfg.minimal_pairs != "off":
         res.measure = {**m, "zeroshot": zeroshot_curve(cfg, v, res, data, stages, fp, progress)}
+    if cfg.blimp:
+        res.measure = {**res.measure, "blimp": blimp_curve(cfg, v, res, data, stages, fp, progress)}
     return res
+
+
+def blimp_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: dict, stages: Stages, fp: str,
+                progress: Progress) -> dict:
+    """BLiMP dev at every evaluated checkpoint of the seed-0 run (study/blimp.py), one stage each;
+    {fraction: record}, the per-pair outcomes kept at the last checkpoint only (the paired comparisons
+    read those; report.json stays small)."""
+    from encoderlab.checkpoint import load_model
+    from encoderlab.data.tokenizer import load_tokenizer
+    from encoderlab.study import blimp
+
+    out, last = {}, max(res.checkpoints)
+    for frac, ck in sorted(res.checkpoints.items()):
+        key = f"blimp:{v.name}@{frac:g}"
+        cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm)
+        got = stages.get(key, cfp)
+        if got is None:
+            progress.stage(f"{blimp.label(cfg.blimp)} zero-shot: {v.name} at {frac:g} of the budget")
+            pairs = blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)
+            got = blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]), pairs)
+            stages.put(key, cfp, got)
+        if frac != last:
+            got = {**got, "networks": {n: {k: x for k, x in r.items() if k != "correct"}
+                                       for n, r in got["networks"].items()}}
+        out[f"{frac:g}"] = {"flops": ck.flops, "step": ck.step, "label": blimp.label(cfg.blimp), **got}
+    return out
 
 
 def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig, stages: Stages) -> Replica:
