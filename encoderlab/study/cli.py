@@ -14,6 +14,8 @@ def register(sub) -> None:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. corpus=[../shared/data/enwiki_extract]")
     p.set_defaults(func=cmd_study)
     p = sub.add_parser("demo", help="a small claims study of tiny BERT, ALBERT and ELECTRA on the embedded corpus")
+    p.add_argument("--smoke", action="store_true", help="every stage at a budget too small to learn anything: "
+                   "a check that the pipeline runs on this machine (CI runs it on an empty cache)")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("study-claims", help="re-derive the claims of a written study report (report.json and "
@@ -42,8 +44,15 @@ def cmd_study(args) -> int:
     return run(args.study, args.overrides)
 
 
+# `encoderlab demo --smoke`: one seed, one checkpoint, a few steps per variant, 64 fine-tuning examples,
+# a 400-passage corpus and a 600-piece vocabulary; every stage still runs (key=value after it wins).
+SMOKE = ("budget_flops=5e10", "seeds=1", "eval_fractions=[1.0]", "finetune_fractions=[1.0]", "speed_seconds=0.05",
+         "finetune.epochs=1", "finetune.max_train_examples=64", "finetune.max_eval_examples=64",
+         "max_documents=400", "vocab_size=600")
+
+
 def cmd_demo(args) -> int:
-    return run("demo", args.overrides)
+    return run("demo", [*SMOKE, *args.overrides] if args.smoke else args.overrides)
 
 
 def cmd_study_claims(args) -> int:
