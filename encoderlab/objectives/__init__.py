@@ -7,12 +7,19 @@ from torch import nn
 from encoderlab.models.config import ModelConfig
 from encoderlab.models.networks import build_model
 from encoderlab.models.pairs import MLMPair
-from encoderlab.objectives.base import ObjectiveConfig, ObjectiveOutput, mask_batch, with_defaults
+from encoderlab.objectives.base import CAUSAL_KINDS, ObjectiveConfig, ObjectiveOutput, mask_batch, with_defaults
+from encoderlab.objectives.causal import CausalLMObjective, CLMThenMLMObjective, GPTBERTObjective
 from encoderlab.objectives.mlm import MLMObjective
 from encoderlab.objectives.rtd import RTDObjective, sample_replacements
 
+CAUSAL = {"clm": CausalLMObjective, "gptbert": GPTBERTObjective, "clm_then_mlm": CLMThenMLMObjective}
 
-def build_objective(cfg: ObjectiveConfig):
+
+def build_objective(cfg: ObjectiveConfig, *, evaluation: bool = False):
+    """The objective of ``cfg``; ``evaluation``: held-out scoring, where a causal kind scores every
+    row both ways it trains (objectives/causal.py)."""
+    if cfg.kind in CAUSAL:
+        return CAUSAL[cfg.kind](cfg, evaluation)
     return RTDObjective(cfg) if cfg.kind == "rtd" else MLMObjective(cfg)
 
 
@@ -25,11 +32,12 @@ def build_networks(model_cfg: ModelConfig, cfg: ObjectiveConfig) -> nn.Module:
             return build_model(model_cfg)
         return MLMPair(model_cfg, copy_gate=bool(cfg.copy_mechanism))
     if model_cfg.head not in ("mlm", "pretraining"):
-        raise ValueError(f"objective kind mlm needs head mlm or pretraining, got {model_cfg.head!r}")
+        raise ValueError(f"objective kind {cfg.kind} needs head mlm or pretraining, got {model_cfg.head!r}")
     return build_model(model_cfg)
 
 
 __all__ = [
-    "MLMObjective", "ObjectiveConfig", "ObjectiveOutput", "RTDObjective", "build_networks",
-    "build_objective", "sample_replacements", "mask_batch", "with_defaults",
+    "CAUSAL_KINDS", "CLMThenMLMObjective", "CausalLMObjective", "GPTBERTObjective", "MLMObjective", "ObjectiveConfig",
+    "ObjectiveOutput", "RTDObjective", "build_networks", "build_objective", "sample_replacements", "mask_batch",
+    "with_defaults",
 ]

@@ -18,7 +18,10 @@ from encoderlab.config import Config, ConfigError
 from encoderlab.data import masking as data_masking
 from encoderlab.data.masking import MaskingConfig
 
-Kind = Literal["mlm", "rtd"]
+# clm: causal next-token prediction; gptbert: GPT-BERT's masked + causal next-token prediction;
+# clm_then_mlm: causal for the first causal_steps optimizer steps, then MLM (objectives/causal.py).
+Kind = Literal["mlm", "rtd", "clm", "gptbert", "clm_then_mlm"]
+CAUSAL_KINDS = ("clm", "gptbert", "clm_then_mlm")
 # electra: the paper's RTD; replace_mlm / all_tokens_mlm: the paper's MLM ablations (see rtd.py).
 RTDVariant = Literal["electra", "replace_mlm", "all_tokens_mlm"]
 
@@ -55,6 +58,13 @@ class ObjectiveConfig(Config):
     # p = D * 1[y = input] + (1 - D) * softmax, so copying an unreplaced input has an output of its
     # own and the softmax is left to predict. None (unset) and False: no gate, a plain softmax.
     copy_mechanism: bool | None = None
+    # ---- causal kinds (objectives/causal.py). gptbert: the share of each micro-batch's rows trained
+    # causally (the first round(causal_fraction * B) rows), the rest by masked next-token prediction.
+    # clm_then_mlm: the share of the run's optimizer steps that are causal (the switch is by steps).
+    causal_fraction: float = 0.5
+    # clm_then_mlm: the causal phase's length in optimizer steps. None: round(causal_fraction x the
+    # steps the run's budget allows), resolved when the run starts and saved in its config.yaml.
+    causal_steps: int | None = None
 
     def validate(self) -> None:
         if self.temperature <= 0:
@@ -68,6 +78,19 @@ class ObjectiveConfig(Config):
         if self.kind == "rtd" and self.masking.scheme == "proposal":
             raise ConfigError("masking scheme 'proposal' is an MLM objective's (kind: mlm); ELECTRA's generator "
                               "already chooses its replacements")
+        if not 0.0 <= self.causal_fraction <= 1.0:
+            raise ConfigError(f"causal_fraction must be in [0, 1], got {self.causal_fraction}")
+        if self.causal_steps is not None and self.causal_steps < 0:
+            raise ConfigError(f"causal_steps must be >= 0, got {self.causal_steps}")
+        if self.kind in CAUSAL_KINDS and self.masking.scheme == "proposal":
+            raise ConfigError(f"masking scheme 'proposal' is kind mlm's, not {self.kind!r}'s")
+        if self.kind in CAUSAL_KINDS and self.variant != "electra":
+            raise ConfigError(f"variant {self.variant!r} is an RTD ablation: set kind: rtd")
+
+    def causal_phase(self, step: int) -> bool:
+        """clm_then_mlm: whether optimizer step ``step`` is in the causal phase (causal_steps unresolved:
+        a step before the run's plan, e.g. timing one, counts as causal)."""
+        return self.causal_steps is None or step < self.causal_steps
 
     def rtd_stage(self, step: int) -> str:
         """What trains at ``step``: joint, generator (alone) or discriminator (generator frozen)."""

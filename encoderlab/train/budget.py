@@ -14,7 +14,8 @@ How many steps a budget allows:
 
 - ``max_steps``: that many;
 - ``max_flops``: the budget over one full-length step's FLOPs, counted as the trainer counts them
-  (train/flops.py, ``steps_for_budget``'s rule: the objective's masking rate of the T - 2 tokens);
+  (train/flops.py, ``planned_step_flops``: the objective's masking rate of the T - 2 tokens, T - 1
+  next tokens per causal row, clm_then_mlm's two phases in their shares of the steps);
 - ``max_tokens``: the budget over batch x length x grad_accum x processes (packed sequences);
 - ``max_time_s``: the budget over the seconds of one full-length step, timed before the run on the
   run's own model, objective and data (one warm-up step, then the median of two; the weights,
@@ -39,6 +40,7 @@ STEP_KEYS = {
     "trainer.eval_every": "held-out evaluation only at the end",
     "trainer.checkpoint_every": "a checkpoint only at the end (or when stopped)",
     "trainer.log_every": "no status line or metrics record before the end",
+    "objective.causal_steps": "every step is causal (clm_then_mlm never reaches its MLM phase)",
 }
 SCALED = ("optimizer.warmup_steps", "data.short_seq_steps")
 
@@ -61,7 +63,10 @@ class BudgetPlan:
             opt = opt.replace(warmup_steps=self.changes["optimizer.warmup_steps"][1])
         if "data.short_seq_steps" in self.changes:
             data = data.replace(short_seq_steps=self.changes["data.short_seq_steps"][1])
-        return cfg.replace(optimizer=opt, data=data)
+        obj = cfg.objective
+        if obj.kind == "clm_then_mlm" and obj.causal_steps is None:  # the switch, in the steps allowed
+            obj = obj.replace(causal_steps=round(obj.causal_fraction * self.steps))
+        return cfg.replace(optimizer=opt, data=data, objective=obj)
 
     def describe(self) -> str:
         """The run's first log line: the binding budget, its steps, what was scaled."""
@@ -85,7 +90,7 @@ def plan_budget(cfg, model_cfg, ocfg, *, world_size: int = 1,
                 seconds_per_step: Callable[[], float] | None = None) -> BudgetPlan:
     """The steps ``cfg``'s budgets allow (model_cfg and ocfg resolved), the settings scaled to them
     and the warnings; a budget smaller than one step raises ConfigError."""
-    from encoderlab.train.flops import step_flops
+    from encoderlab.train.flops import planned_step_flops
 
     t, d = cfg.trainer, cfg.data
     per_step = t.grad_accum * world_size  # micro-batches
@@ -94,8 +99,8 @@ def plan_budget(cfg, model_cfg, ocfg, *, world_size: int = 1,
     if t.max_steps is not None:
         allowed["trainer.max_steps"] = t.max_steps
     if t.max_flops is not None:
-        full = _flops(step_flops, model_cfg, ocfg, d.batch_size, d.seq_len) * per_step
-        first = _flops(step_flops, model_cfg, ocfg, d.short().batch_size, d.short_seq_len) * per_step \
+        full = planned_step_flops(model_cfg, ocfg, d.batch_size, d.seq_len) * per_step
+        first = planned_step_flops(model_cfg, ocfg, d.short().batch_size, d.short_seq_len) * per_step \
             if d.short_seq_steps > 0 else full
         if t.max_flops < min(first, full):
             raise ConfigError(f"trainer.max_flops={t.max_flops:.3g} is less than one step ({min(first, full):.3g} "
@@ -139,11 +144,6 @@ def budgets_of(cfg) -> dict[str, float | None]:
     """The trainer's budgets: a resumed run reuses its saved plan only when these are unchanged."""
     t = cfg.trainer
     return {"max_steps": t.max_steps, "max_tokens": t.max_tokens, "max_flops": t.max_flops, "max_time_s": t.max_time_s}
-
-
-def _flops(step_flops, model_cfg, ocfg, B: int, T: int) -> float:
-    M = round(ocfg.masking.rate * B * (T - 2))
-    return float(step_flops(model_cfg, ocfg, B, T, M).total)
 
 
 def _get(cfg, key: str):

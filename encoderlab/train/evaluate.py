@@ -31,7 +31,7 @@ def eval_config(cfg: ObjectiveConfig) -> ObjectiveConfig:
 @torch.no_grad()
 def evaluate(model, cfg: ObjectiveConfig, batches: list[dict], *, device, precision: str = "fp32") -> dict[str, float]:
     """Held-out metrics; ``precision`` is a resolved one (fp32 or bf16)."""
-    objective = build_objective(eval_config(cfg))
+    objective = build_objective(eval_config(cfg), evaluation=True)
     was_training = model.training
     model.eval()
     sums: dict[str, list[torch.Tensor]] = {}
@@ -65,6 +65,9 @@ def describe_accuracy(cfg: ObjectiveConfig) -> str | None:
     far below mlm_accuracy (a Chinese run in issue 34: keep_fraction 0.1, whole-word masking) has a
     model that copies its visible inputs, not a broken evaluation."""
     m = cfg.masking
+    if cfg.kind == "clm":
+        return ("clm_accuracy (training) and eval_clm_accuracy (held-out) are next-token accuracies under the "
+                "causal mask, at every position whose next token is real")
     train = "gen_accuracy (the generator's)" if cfg.kind == "rtd" else "mlm_accuracy"
     held = "eval_gen_accuracy" if cfg.kind == "rtd" else "eval_mlm_accuracy"
     return (f"{train} (training) is scored at the positions the recipe chooses ({m.scheme} masking, "

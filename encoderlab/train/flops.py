@@ -9,6 +9,11 @@ tests compare against on tiny configs. Elementwise work (softmax, LayerNorm, GEL
 
 Letters: B batch, T padded length, H hidden, E embedding size, I intermediate size, V vocabulary,
 M masked positions, N real tokens (All-Tokens-MLM predicts all of them).
+
+The causal kinds (clm, gptbert, clm_then_mlm) run the MLM network once per step with a (B, T, T)
+mask, which costs what a padding mask does; their head runs at every predicted position (the next
+tokens of the causal rows, the masked ones of the others), which the objective reports as M. A
+clm_then_mlm step costs a clm step's FLOPs before the switch and an MLM step's after it.
 """
 
 from __future__ import annotations
@@ -66,8 +71,26 @@ def steps_for_budget(model: ModelConfig, objective, B: int, T: int, budget: floa
     """Optimizer steps of batches of (B, T) that a FLOPs budget buys at the objective's masking rate
     (M positions of the T - 2 that are not [CLS]/[SEP]); the trainer stops on the FLOPs it actually
     counts, this is the plan that schedules are laid out on (warm-up, checkpoints)."""
-    M = round(objective.masking.rate * B * (T - 2))
-    return max(1, math.ceil(budget / step_flops(model, objective, B, T, M).total))
+    return max(1, math.ceil(budget / planned_step_flops(model, objective, B, T)))
+
+
+def planned_step_flops(model: ModelConfig, objective, B: int, T: int) -> float:
+    """A full-length step's FLOPs as budgets are planned: M at the masking rate of the T - 2 tokens
+    that are not [CLS]/[SEP]; a causal row predicts T - 1 next tokens (packed rows, all real);
+    clm_then_mlm: the mean over the run's steps, causal_fraction of them causal."""
+    masked = objective.masking.rate * (T - 2)  # per row
+    if objective.kind == "clm_then_mlm":
+        f = objective.causal_fraction
+        return f * step_flops(model, objective, B, T, B * (T - 1)).total + (1 - f) * step_flops(
+            model, objective, B, T, round(masked * B)).total
+    if objective.kind == "clm":
+        M = B * (T - 1)
+    elif objective.kind == "gptbert":
+        causal = round(objective.causal_fraction * B)
+        M = round(causal * (T - 1) + (B - causal) * masked)
+    else:
+        M = round(masked * B)
+    return float(step_flops(model, objective, B, T, M).total)
 
 
 def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | None = None,
@@ -76,7 +99,7 @@ def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | N
     a (B, T) batch with M masked positions; N real tokens (default B*T) for All-Tokens-MLM;
     sentence_labels: whether the batch carries NSP/SOP labels (pair examples)."""
     N = B * T if N is None else N
-    if objective.kind == "mlm":
+    if objective.kind != "rtd":  # mlm and the causal kinds: one MaskedLM pass, its head at M positions
         enc = model.encoder
         fwd = encoder_flops(enc, B, T) + mlm_head_flops(enc, M)
         sentence = model.head == "pretraining"

@@ -96,7 +96,6 @@ class Trainer:
             for m in self.model.modules():
                 if isinstance(m, Encoder):
                     m.compile()
-        self.objective = build_objective(ocfg)
         self.optimizer = build_optimizer(self.model, cfg.optimizer)
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
         sentences = ocfg.kind == "mlm" and ocfg.sentence_loss and model_cfg.head == "pretraining"
@@ -109,6 +108,8 @@ class Trainer:
             self.cfg, model_cfg, ocfg, world_size=self.dist.world_size,
             seconds_per_step=lambda: self._seconds_per_step(kw))
         self.cfg = cfg = self.budget.apply(self.cfg)
+        self.ocfg = cfg.objective  # clm_then_mlm's switch step is resolved in the steps allowed
+        self.objective = build_objective(self.ocfg)
         if source is None:
             source = make_source(cfg.data, split="train", grad_accum=t.grad_accum, **kw)
         self.source = source
