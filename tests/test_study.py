@@ -120,7 +120,8 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
         (blimp / f"{name}.jsonl").write_text("".join(json.dumps(
             {"sentence_good": f"the {w} is here .", "sentence_bad": f"the {w} are here .", "UID": name,
              "linguistics_term": name}) + "\n" for w in ("cat", "dog", "bird")))
-    more = {"random_control": True, "blimp": str(blimp), "blimp_pairs_per_paradigm": None}
+    more = {"random_control": True, "blimp": str(blimp), "blimp_pairs_per_paradigm": None,
+            "finetune_lrs": [1e-3, 1e-4]}
     report, _ = _run(tmp_path, pretrain_seeds=2, **more)
     out = tmp_path / "study"
     stages = Stages(out / "stages.json")
@@ -135,6 +136,11 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     text = (out / "report.md").read_text()
     assert "| random init (bert's architecture, no pretraining) |" in text and "| bag-of-words" in text
     assert "| task | pretrained - random init | 95% interval | signal |" in text
+    lr = report["data"]["learning_rates"]["bert-128"]["demo"]  # chosen on held-out training data, then used
+    assert set(lr["heldout"]) == {"0.001", "0.0001"} and lr["chosen"] in (1e-3, 1e-4) and lr["variant"] == "bert"
+    assert {r["learning_rate"] for r in (bert.finetune[FinetuneKey("demo", 1.0)],
+                                         bert.replicas[0].finetune[FinetuneKey("demo", 1.0)])} == {lr["chosen"]}
+    assert "chosen per family and task on a held-out fifth" in text and "lr:bert-128:demo:0.001" in stages.data
     zs = bert.measure["blimp"]
     assert set(zs) == {"0.5", "1"} and zs["1"]["label"] == "BLiMP dev (2 of 67 paradigms)" and zs["1"]["n"] == 6
     assert len(zs["1"]["networks"]["mlm"]["correct"]) == 6 and "correct" not in zs["0.5"]["networks"]["mlm"]
@@ -603,7 +609,7 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     assert gens == {4} == {builtin.base.model.num_layers}  # the discriminator's depth
     # ... and fine-tunes, probes and judges them alike: all but the names, the user's paths and issue 32's fields.
     paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task", "variants", "roles",
-             "pretrain_seeds", "extra_finetune_fractions", "random_control"}
+             "pretrain_seeds", "extra_finetune_fractions", "random_control", "finetune_lrs"}
     deep = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).to_dict()
     assert {k: v for k, v in builtin.to_dict().items() if k not in paths} == {k: v for k, v in deep.items()
                                                                                if k not in paths}

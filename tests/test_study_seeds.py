@@ -111,3 +111,42 @@ def test_a_fine_tuning_seed_gives_same_shaped_classifiers_the_same_head_and_exam
     order = [[list(i) for i in length_batches(lengths, 4, np.random.default_rng(3), True)] for _ in range(2)]
     assert order[0] == order[1]
 
+
+
+def test_learning_rates_are_chosen_per_family_on_held_out_training_data(data, monkeypatch, tmp_path):
+    """study/lr.py: each family's first variant is scored at every candidate rate on a held-out fifth of
+    the training set (never dev), each a stage; the best rate is every variant of the family's, and it
+    enters the fine-tunings' fingerprints only when chosen (a study without finetune_lrs keeps its stages)."""
+    from encoderlab.study import lr as lrmod
+    from encoderlab.study import measure
+    from encoderlab.study.plan import finetune_units, plan
+    from encoderlab.study.stages import Stages
+
+    rest, held = lrmod.heldout_split(list(range(100)))
+    assert len(held) == 20 and sorted(rest + held) == list(range(100)) and held == lrmod.heldout_split(
+        list(range(100)))[1]
+    cfg = StudyConfig.from_dict({**STUDY, "finetune_lrs": [1e-3, 3e-4],
+                                 "variants": [*STUDY["variants"], {**STUDY["variants"][0], "name": "bert2"}]})
+    recipes = plan(cfg, data, tmp_path)
+    monkeypatch.setattr(measure, "checkpoints_at", lambda *a: {1.0: Checkpoint(f"ck-{a[0].name}", 1, 1.0, 1.0)})
+    calls = []
+
+    def fake(ck, task, cfg, data, lr):
+        calls.append((ck, lr))
+        return {1e-3: 0.6, 3e-4: 0.7}[lr] if "bert" in ck else {1e-3: 0.8, 3e-4: 0.5}[lr]
+
+    monkeypatch.setattr(lrmod, "heldout_score", fake)
+
+    class Quiet:
+        def stage(self, *a):
+            pass
+
+    got = lrmod.pick_learning_rates(cfg, recipes, Stages(tmp_path / "stages.json"), data, Quiet())
+    assert {f: t["sst2"]["chosen"] for f, t in got.items()} == {"bert-128": 3e-4, "electra-128": 1e-3}
+    assert got["bert-128"]["sst2"]["variant"] == "bert" and len(calls) == 4  # bert2 shares bert's family
+    lrmod.pick_learning_rates(cfg, recipes, Stages(tmp_path / "stages.json"), data, Quiet())
+    assert len(calls) == 4  # stored stages
+    cks = {1.0: Checkpoint("ck", 1, 1.0, 1.0)}
+    plain = finetune_units(cfg, cfg.variants[0], recipes["bert"], cks)[0]
+    chosen = finetune_units(cfg, cfg.variants[0], recipes["bert"], cks, lrs={"sst2": 3e-4})[0]
+    assert chosen.learning_rate == 3e-4 and plain.learning_rate is None and chosen.fingerprint != plain.fingerprint

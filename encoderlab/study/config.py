@@ -190,6 +190,11 @@ class StudyConfig(Config):
     # (3,600 pairs) is about a minute per checkpoint and variant there.
     blimp: str | None = None
     blimp_pairs_per_paradigm: int | None = 100
+    # Fine-tuning learning rates to choose from, per model family and width (bert-128, ...) and task, on a
+    # held-out fifth of the (capped) training set, never on dev: the family's first variant's seed-0
+    # checkpoint is fine-tuned once (seed 0) at each rate, and the best held-out score's rate is used by
+    # every variant of that family on that task. Empty: finetune.learning_rate (None: by width).
+    finetune_lrs: tuple[float, ...] = ()
 
     @classmethod
     def from_dict(cls, data, *, where: str = ""):

@@ -52,9 +52,10 @@ def task_spec(task: TaskRef, data: dict):
 
 
 def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *, unshare: bool = False,
-                        init: str = "pretrained") -> dict:
+                        init: str = "pretrained", learning_rate: float | None = None) -> dict:
     """All the study's fine-tuning seeds of one checkpoint on one task; ``init="random"``: the same
-    architecture from fresh weights (the study's random-init control, eval/finetune.py)."""
+    architecture from fresh weights (the study's random-init control, eval/finetune.py);
+    ``learning_rate``: one chosen on held-out training data (study/lr.py) in place of the study's."""
     from encoderlab.checkpoint import load_model
     from encoderlab.eval.finetune import finetune
     from encoderlab.models.networks import unshare as unshare_model
@@ -63,7 +64,8 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
     model = load_model(ck)
     if unshare:
         model = unshare_model(model)
-    r = finetune(model, spec, cfg.finetune, cfg.seeds, data_dir=data_dir, tokenizer_dir=data["tokenizer"],
+    ft = cfg.finetune.replace(learning_rate=learning_rate) if learning_rate is not None else cfg.finetune
+    r = finetune(model, spec, ft, cfg.seeds, data_dir=data_dir, tokenizer_dir=data["tokenizer"],
                  log=lambda *a: None, init=init)
     return {"task": r["task"], "score": r["score"], "summary": r["summary"],
             "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"],

@@ -144,6 +144,7 @@ class FinetuneUnit:
     task: TaskRef
     fingerprint: str
     weight: float  # its share of the ETA (finetune_weight), against a pretraining's PRETRAIN_UNITS
+    learning_rate: float | None = None  # chosen on held-out training data (finetune_lrs); None: the study's
 
     @property
     def stage(self) -> str:  # a name in stages.json, never read back
@@ -156,7 +157,8 @@ class FinetuneUnit:
 
 
 def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
-                   checkpoints: dict[float, Checkpoint], run: str | None = None) -> list[FinetuneUnit]:
+                   checkpoints: dict[float, Checkpoint], run: str | None = None,
+                   lrs: dict[str, float] | None = None) -> list[FinetuneUnit]:
     """A pretraining run's fine-tunings (``run``: its name, default the variant's seed-0 run): every task
     at every fine-tuning fraction, and for an unshare variant also its unshared copy at the last fraction."""
     rfp = recipe_fingerprint(recipe)
@@ -167,9 +169,20 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
         ck = checkpoints[frac].path
         for task in cfg.tasks:
             for unshared in [False] + ([True] if v.unshare and frac == max(cfg.finetune_fractions) else []):
-                units.append(FinetuneUnit(run or v.name, FinetuneKey(task.name, frac, unshared), ck, task,
-                                          fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared), weight))
+                lr = (lrs or {}).get(task.name)
+                fp = fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared, *([lr] if lr is not None else []))
+                units.append(FinetuneUnit(run or v.name, FinetuneKey(task.name, frac, unshared), ck, task, fp, weight,
+                                          lr))
     return units
+
+
+def family_of(cfg: StudyConfig, recipe: PretrainConfig) -> str:
+    """The model family and width of a variant's recipe ("bert-128", "electra-128"): the variants that
+    share a chosen fine-tuning learning rate (the rate's scale follows the width as well as the family)."""
+    from encoderlab.train.init import resolve_model
+
+    m = resolve_model(recipe.model, recipe.init, cfg.vocab_size)
+    return f"{m.family}-{m.encoder.hidden_size}"
 
 
 def finetune_fractions(cfg: StudyConfig, variant: str) -> list[float]:

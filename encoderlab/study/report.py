@@ -418,6 +418,13 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
              f"{cfg.base.data.batch_size} x {cfg.base.data.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
              f"{results.data['store']} ({_fmt(results.data.get('tokens'))} tokens).",
              _speed_note(cfg, V), _precision_note(cfg, V), ""]
+    chosen = results.data.get("learning_rates") or {}
+    if chosen:
+        lines += ["Fine-tuning learning rates chosen per family and task on a held-out fifth of the (capped) training "
+                  "set, never on dev (the family's first variant, seed 0, one fine-tuning per rate; study/lr.py): "
+                  + "; ".join(f"{fam} {t} {c['chosen']:g} (held-out " + ", ".join(f"{lr}: {s:.3f}" for lr, s in
+                                                                           c["heldout"].items()) + ")"
+                              for fam, tasks in chosen.items() for t, c in tasks.items()) + ".", ""]
     own = per_family_settings(cfg)
     lines += (["Per-variant settings beyond model and objective (equal compute holds only where the rest is "
                "equal): " + "; ".join(f"{n}: {', '.join(o)}" for n, o in own.items()) + ".", ""] if own

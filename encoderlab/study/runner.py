@@ -70,6 +70,10 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
     progress.new_phase()
+    if cfg.finetune_lrs:  # chosen on held-out training data before any fine-tuning the claims read
+        from encoderlab.study.lr import pick_learning_rates
+
+        data = {**data, "learning_rates": pick_learning_rates(cfg, recipes, stages, data, progress)}
     finetune_all(cfg, recipes, data, stages, progress)
     results = StudyResults(config=cfg.to_dict(), data=data, baselines=task_baselines(cfg, data, stages, progress),
                            mlm_baselines=mlm_baselines(recipes, stages, progress),
@@ -228,7 +232,7 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
         for seed in range(cfg.pretrain_seeds):
             run = run_name(v.name, seed)
             cks = measure.checkpoints_at(Path(recipes[run].trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)
-            for u in finetune_units(cfg, v, recipes[run], cks, run):
+            for u in finetune_units(cfg, v, recipes[run], cks, run, lrs_of(cfg, recipes[v.name], data)):
                 if stages.get(u.stage, u.fingerprint) is None:
                     todo.append(u)
                 else:
@@ -261,7 +265,8 @@ def _finetune_unit(args: tuple) -> tuple[FinetuneUnit, dict]:
     from encoderlab.study import measure
 
     u, cfg, data = args
-    return u, measure.finetune_checkpoint(u.checkpoint, u.task, cfg, data, unshare=u.key.unshared)
+    return u, measure.finetune_checkpoint(u.checkpoint, u.task, cfg, data, unshare=u.key.unshared,
+                                          learning_rate=u.learning_rate)
 
 
 # ---- one variant ---------------------------------------------------------------------------------
@@ -278,9 +283,9 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
                         pretrain=stages.get(f"pretrain:{v.name}", fp),
                         checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
                         curve=measure.read_metrics(run_dir / "metrics.jsonl"))
-    for u in finetune_units(cfg, v, recipe, res.checkpoints):
+    for u in finetune_units(cfg, v, recipe, res.checkpoints, lrs=lrs_of(cfg, recipe, data)):
         res.finetune[u.key] = stages.get(u.stage, u.fingerprint)  # finetune_all ran them
-    res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages)
+    res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages, lrs_of(cfg, recipe, data))
                     for seed in range(1, cfg.pretrain_seeds)]
 
     key, mfp = f"measure:{v.name}", fingerprint(fp, cfg.minimal_pairs)
@@ -325,7 +330,18 @@ def blimp_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: dict
     return out
 
 
-def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig, stages: Stages) -> Replica:
+def lrs_of(cfg: StudyConfig, recipe: PretrainConfig, data: dict) -> dict[str, float]:
+    """{task: learning rate} chosen for the recipe's family (study/lr.py); {} when the study chose none."""
+    if not data.get("learning_rates"):
+        return {}
+    from encoderlab.study.lr import chosen
+    from encoderlab.study.plan import family_of
+
+    return chosen(data, family_of(cfg, recipe))
+
+
+def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig, stages: Stages,
+            lrs: dict[str, float] | None = None) -> Replica:
     """The checkpoints, curves and fine-tunings of variant ``v``'s run from pretraining seed ``seed``."""
     from encoderlab.study import measure
 
@@ -333,7 +349,7 @@ def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig,
     rep = Replica(seed=seed, run_dir=str(run_dir),
                   checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
                   curve=measure.read_metrics(run_dir / "metrics.jsonl"))
-    for u in finetune_units(cfg, v, recipe, rep.checkpoints, run_name(v.name, seed)):
+    for u in finetune_units(cfg, v, recipe, rep.checkpoints, run_name(v.name, seed), lrs):
         rep.finetune[u.key] = stages.get(u.stage, u.fingerprint)
     return rep
 

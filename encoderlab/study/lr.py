@@ -1,0 +1,87 @@
+"""Fine-tuning learning rates chosen per model family and task on held-out training data, never on
+dev (StudyConfig.finetune_lrs).
+
+For each family at each width (bert-128, albert-256, electra-128: plan.family_of) the study's first
+variant of that family and width stands for it: its seed-0 checkpoint at the last fine-tuned fraction
+is fine-tuned once (seed 0) at each candidate rate on four fifths of the task's (capped) training
+examples and scored on the other fifth. The best rate is then every variant of that family's on that
+task. One seed at each rate is a coarse choice; it is made once, before any fine-tuning the claims
+read, and recorded in report.json (data.learning_rates) with every held-out score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from encoderlab.study.config import StudyConfig, TaskRef
+from encoderlab.study.plan import family_of
+from encoderlab.study.stages import Stages, fingerprint
+from encoderlab.train.config import PretrainConfig
+
+HELDOUT = 0.2
+SPLIT_SEED = 12345
+
+
+def heldout_split(train: list, fraction: float = HELDOUT, seed: int = SPLIT_SEED) -> tuple[list, list]:
+    """(rest, held out): a seeded random fifth of the training examples held out, in file order."""
+    idx = np.random.default_rng(seed).permutation(len(train))
+    k = max(1, round(fraction * len(train)))
+    held = set(idx[:k].tolist())
+    return [x for i, x in enumerate(train) if i not in held], [x for i, x in enumerate(train) if i in held]
+
+
+def heldout_score(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, lr: float) -> float:
+    """One fine-tuning (seed 0) of the checkpoint at rate ``lr`` on the rest, scored on the held-out part."""
+    from encoderlab.checkpoint import load_model
+    from encoderlab.data.tokenizer import load_tokenizer
+    from encoderlab.eval.finetune import subset, train_seed
+    from encoderlab.eval.tasks import load_task
+    from encoderlab.study.measure import task_spec
+
+    spec, data_dir = task_spec(task, data)
+    td = load_task(spec, data_dir)
+    rest, held = heldout_split(subset(td.train, cfg.finetune.max_train_examples))
+    td = dataclasses.replace(td, train=rest, evals={"heldout": held})
+    fcfg = cfg.finetune.replace(learning_rate=lr, max_train_examples=None, max_eval_examples=None)
+    return train_seed(load_model(ck), load_tokenizer(data["tokenizer"]), td, fcfg, 0, log=lambda *a: None)["score"]
+
+
+def pick_learning_rates(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages: Stages, data: dict,
+                        progress) -> dict:
+    """{family: {task: {"chosen": lr, "heldout": {lr: score}, "variant": name}}}; {} when finetune_lrs is empty."""
+    from encoderlab.study.measure import checkpoints_at
+
+    if not cfg.finetune_lrs:
+        return {}
+    out: dict[str, dict] = {}
+    ft = {k: x for k, x in cfg.finetune.to_dict().items() if k not in ("device", "learning_rate")}
+    for v in cfg.variants:
+        family = family_of(cfg, recipes[v.name])
+        if family in out:
+            continue
+        recipe = recipes[v.name]
+        ck = checkpoints_at(Path(recipe.trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)[
+            max(cfg.finetune_fractions)].path
+        out[family] = {}
+        for task in cfg.tasks:
+            scores = {}
+            for lr in cfg.finetune_lrs:
+                key = f"lr:{family}:{task.name}:{lr:g}"
+                fp = fingerprint(ck, task.to_dict(), ft, lr, HELDOUT, SPLIT_SEED)
+                got = stages.get(key, fp)
+                if got is None:
+                    progress.stage(f"learning rate for {family} on {task.name}: {v.name} at {lr:g}, held-out fifth")
+                    got = heldout_score(ck, task, cfg, data, lr)
+                    stages.put(key, fp, got)
+                scores[f"{lr:g}"] = got
+            best = max(cfg.finetune_lrs, key=lambda lr: scores[f"{lr:g}"])
+            out[family][task.name] = {"chosen": best, "heldout": scores, "variant": v.name}
+    return out
+
+
+def chosen(data: dict, family: str) -> dict[str, float]:
+    """{task: the rate chosen for this family}; {} when the study chose none."""
+    return {t: c["chosen"] for t, c in data.get("learning_rates", {}).get(family, {}).items()}
