@@ -61,7 +61,8 @@ class ObjectiveConfig(Config):
     # ---- causal kinds (objectives/causal.py). gptbert: the share of each micro-batch's rows trained
     # causally (the first round(causal_fraction * B) rows), the rest by masked next-token prediction.
     # clm_then_mlm: the share of the run's optimizer steps that are causal (the switch is by steps).
-    causal_fraction: float = 0.5
+    # None: one half (None, not 0.5, so that the recipes of the other kinds keep their fingerprints).
+    causal_fraction: float | None = None
     # clm_then_mlm: the causal phase's length in optimizer steps. None: round(causal_fraction x the
     # steps the run's budget allows), resolved when the run starts and saved in its config.yaml.
     causal_steps: int | None = None
@@ -78,7 +79,7 @@ class ObjectiveConfig(Config):
         if self.kind == "rtd" and self.masking.scheme == "proposal":
             raise ConfigError("masking scheme 'proposal' is an MLM objective's (kind: mlm); ELECTRA's generator "
                               "already chooses its replacements")
-        if not 0.0 <= self.causal_fraction <= 1.0:
+        if self.causal_fraction is not None and not 0.0 <= self.causal_fraction <= 1.0:
             raise ConfigError(f"causal_fraction must be in [0, 1], got {self.causal_fraction}")
         if self.causal_steps is not None and self.causal_steps < 0:
             raise ConfigError(f"causal_steps must be >= 0, got {self.causal_steps}")
@@ -86,6 +87,11 @@ class ObjectiveConfig(Config):
             raise ConfigError(f"masking scheme 'proposal' is kind mlm's, not {self.kind!r}'s")
         if self.kind in CAUSAL_KINDS and self.variant != "electra":
             raise ConfigError(f"variant {self.variant!r} is an RTD ablation: set kind: rtd")
+
+    @property
+    def causal_share(self) -> float:
+        """causal_fraction, one half where unset."""
+        return 0.5 if self.causal_fraction is None else self.causal_fraction
 
     def causal_phase(self, step: int) -> bool:
         """clm_then_mlm: whether optimizer step ``step`` is in the causal phase (causal_steps unresolved:

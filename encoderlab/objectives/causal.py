@@ -107,7 +107,7 @@ class GPTBERTObjective:
             loss = (c_loss + m_loss) / 2
             metrics["loss"] = mean_metric(loss)
             return ObjectiveOutput(loss=loss, metrics=metrics, num_masked=P + M, tokens=ids.numel())
-        loss, metrics, n = self._split_pass(model, batch, generator, round(self.cfg.causal_fraction * B))
+        loss, metrics, n = self._split_pass(model, batch, generator, round(self.cfg.causal_share * B))
         metrics["loss"] = mean_metric(loss)
         return ObjectiveOutput(loss=loss, metrics=metrics, num_masked=n, tokens=ids.numel())
 

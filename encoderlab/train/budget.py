@@ -65,7 +65,7 @@ class BudgetPlan:
             data = data.replace(short_seq_steps=self.changes["data.short_seq_steps"][1])
         obj = cfg.objective
         if obj.kind == "clm_then_mlm" and obj.causal_steps is None:  # the switch, in the steps allowed
-            obj = obj.replace(causal_steps=round(obj.causal_fraction * self.steps))
+            obj = obj.replace(causal_steps=round(obj.causal_share * self.steps))
         return cfg.replace(optimizer=opt, data=data, objective=obj)
 
     def describe(self) -> str:

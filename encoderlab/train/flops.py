@@ -80,13 +80,13 @@ def planned_step_flops(model: ModelConfig, objective, B: int, T: int) -> float:
     clm_then_mlm: the mean over the run's steps, causal_fraction of them causal."""
     masked = objective.masking.rate * (T - 2)  # per row
     if objective.kind == "clm_then_mlm":
-        f = objective.causal_fraction
+        f = objective.causal_share
         return f * step_flops(model, objective, B, T, B * (T - 1)).total + (1 - f) * step_flops(
             model, objective, B, T, round(masked * B)).total
     if objective.kind == "clm":
         M = B * (T - 1)
     elif objective.kind == "gptbert":
-        causal = round(objective.causal_fraction * B)
+        causal = round(objective.causal_share * B)
         M = round(causal * (T - 1) + (B - causal) * masked)
     else:
         M = round(masked * B)
