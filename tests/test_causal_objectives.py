@@ -227,7 +227,8 @@ def test_recipes_run_from_the_command_line_and_fine_tune_as_bidirectional_encode
                  "model.vocab_size=99", "trainer.max_steps=4", "trainer.max_flops=null", "optimizer.warmup_steps=1",
                  "trainer.progress=false", "trainer.precision=fp32"]
     assert main(["pretrain", str(RECIPES / recipe), *overrides]) == 0
-    assert "completed: step 4" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "completed: step 4" in out and "eval_clm_*: next tokens under the causal mask" in out
     ckpt = sorted((tmp_path / "checkpoints").iterdir())[-1]
     clf = build_classifier(load_model(ckpt), 2).eval()
     ids = torch.tensor([[1, 20, 21, 22, 23, 2]])

@@ -22,7 +22,8 @@ def _pretrain(args) -> int:
     print(f"{result.status}: step {result.step}, {result.tokens} tokens, {result.flops:.3e} FLOPs, "
           f"checkpoint {result.checkpoint}")
     if result.eval:
-        print("held-out (15% of tokens, each shown as [MASK]; the log's first lines say how training "
+        causal = "eval_clm_*: next tokens under the causal mask; " if "eval_clm_loss" in result.eval else ""
+        print(f"held-out ({causal}15% of tokens, each shown as [MASK]; the log's first lines say how training "
               "accuracy differs): " + " ".join(f"{k}={v:.4f}" for k, v in result.eval.items() if k != "step"))
     if result.status == "interrupted":  # 130 for Ctrl-C (SIGINT), 143 for SIGTERM, as a shell reports them
         return 128 + int(result.stop_signal or signal.SIGTERM)
