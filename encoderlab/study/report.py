@@ -47,7 +47,8 @@ def _flops_axis(a) -> None:
 
     a.set(xlabel="pretraining FLOPs", xscale="log")
     a.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    a.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:.0e}".replace("e+", "e")))
+    # two significant digits: a study whose checkpoints all sit near one budget gets distinct labels
+    a.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:.2g}".replace("e+", "e")))
     a.xaxis.set_minor_formatter(NullFormatter())
 
 
@@ -111,8 +112,12 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
         _flops_axes(ax)
         files.append(_save(plt, fig, out, "zeroshot_vs_flops.png"))
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for name, r in V.items():
+    fracs = {k.fraction for r in V.values() for k in r.fine_tunings()}
+    if len(fracs) == 1:  # one budget: a line per variant would be a point each, all at one x
+        files.append(_score_dots(plt, V, style, out))
+        fracs = set()
+    fig, ax = plt.subplots(figsize=(6.5, 4)) if fracs else (None, None)
+    for name, r in (V.items() if fracs else []):
         pts = {}
         for key, ft in r.fine_tunings().items():
             pts.setdefault(r.checkpoints[key.fraction].flops, []).append(ft["score"])
@@ -123,9 +128,10 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
             hi = [sum(s["max"] for s in pts[x]) / len(pts[x]) for x in xs]
             line = ax.plot(xs, med, label=name, **style[name])[0]
             ax.fill_between(xs, lo, hi, alpha=0.15, color=line.get_color())
-    ax.set(ylabel="downstream score (median; band: min-max over seeds)", title="Downstream score against compute")
-    _flops_axes([ax])
-    files.append(_save(plt, fig, out, "score_vs_flops.png"))
+    if fracs:
+        ax.set(ylabel="downstream score (median; band: min-max over seeds)", title="Downstream score against compute")
+        _flops_axes([ax])
+        files.append(_save(plt, fig, out, "score_vs_flops.png"))
 
     names = list(V)
     fig, ax = plt.subplots(1, 3, figsize=(13, 4))
@@ -154,17 +160,39 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     return files
 
 
+def _score_dots(plt, V: dict[str, VariantResult], style: dict, out: Path) -> str:
+    """Every variant's task-mean downstream score at the study's one fine-tuned budget, best first: the
+    median over seeds with the min-max band, the variants named on the axis (no legend to read)."""
+    rows = sorted(((n, r.final_score()) for n, r in V.items() if r.final_score()), key=lambda x: x[1]["median"])
+    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.2))
+    for i, (n, _) in enumerate(rows):
+        done = V[n].fine_tunings()
+        lo = sum(f["score"].get("min", f["score"]["median"]) for f in done.values()) / len(done)
+        hi = sum(f["score"].get("max", f["score"]["median"]) for f in done.values()) / len(done)
+        ax.plot([lo, hi], [i, i], color=style[n]["color"], linewidth=2, alpha=0.5)
+        ax.plot(rows[i][1]["median"], i, color=style[n]["color"], marker=style[n]["marker"])
+    ax.set_yticks(range(len(rows)), [n for n, _ in rows], fontsize=7)
+    ax.set(xlabel="downstream score, task mean (median over seeds; line: min-max)",
+           title="Downstream score at the full budget")
+    return _save(plt, fig, out, "score_vs_flops.png")
+
+
 def _flops_axes(axes) -> None:
-    """FLOPs on the x axis of each, and a legend where something was drawn."""
+    """FLOPs on the x axis of each, and a legend beside the axes (outside the data) where something was
+    drawn: the claims study has 17 variants, whose legend inside covered half a panel."""
+    handles: dict = {}
     for a in axes:
         _flops_axis(a)
-        if a.lines:
-            a.legend(fontsize=7)
+        for h, label in zip(*a.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:  # one legend for the figure, right of its last panel
+        axes[-1].legend(handles.values(), handles.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                        frameon=False, ncol=1 if len(handles) <= 22 else 2)
 
 
 def _save(plt, fig, out: Path, name: str) -> str:
     fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
+    fig.savefig(out / name, dpi=110, bbox_inches="tight")  # the legends outside the axes included
     plt.close(fig)
     return name
 
