@@ -51,3 +51,21 @@ def test_the_causal_fields_leave_other_recipes_fingerprints_unchanged():
     to None, so the claims study's finished stages stay valid."""
     objective = _set_only(PretrainConfig().to_dict())["objective"]
     assert "causal_fraction" not in objective and "causal_steps" not in objective
+
+
+def test_bert_and_electra_plan_the_claims_studys_recipes_so_their_stages_are_reused(monkeypatch):
+    from encoderlab.data import store
+    from encoderlab.study.plan import plan, recipe_fingerprint
+
+    class Store:  # the recipe reads only the store's vocabulary size
+        def __init__(self, path):
+            self.vocab_size = 8192
+
+    monkeypatch.setattr(store, "TokenStore", Store)
+    data = {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
+    arms, claims = StudyConfig.from_yaml(STUDY), load_study("claims")
+    ours = {n: recipe_fingerprint(r) for n, r in plan(arms, data, Path(arms.out_dir)).items()}
+    theirs = {n: recipe_fingerprint(r) for n, r in plan(claims, data, Path(claims.out_dir)).items()}
+    shared = [n for n in ours if n.split("@")[0] in ("bert", "electra")]
+    assert len(shared) == 6 and all(ours[n] == theirs[n] for n in shared)
+    assert len(ours) == 15  # five variants, three pretraining seeds each
