@@ -92,7 +92,7 @@ def test_targets_are_next_tokens_and_masked_tokens_read_one_position_earlier():
     class Spy(torch.nn.Module):
         def __init__(self, inner):
             super().__init__()
-            self.inner, self.encoder = inner, inner.encoder
+            self.inner, self.encoder, self.config = inner, inner.encoder, inner.config
 
         def forward(self, input_ids, attention_mask=None, token_type_ids=None, positions=None):
             seen.update(input_ids=input_ids, positions=positions, mask=attention_mask)
@@ -236,3 +236,33 @@ def test_recipes_run_from_the_command_line_and_fine_tune_as_bidirectional_encode
     other[0, 4] = 40
     with torch.no_grad():  # [CLS]'s state depends on a later token: no causal mask at fine-tuning
         assert (clf.encoder(ids).hidden[0, 0] - clf.encoder(other).hidden[0, 0]).abs().max() > 1e-4
+
+
+def test_gpt_bert_networks_read_each_token_from_the_position_before_it_and_checkpoints_keep_it(tmp_path):
+    """build_networks marks a gptbert MaskedLM as a next-token head: logits for position p are the
+    plain head's at p - 1 (sparse and dense), the objective's loss is the same on either network, the
+    checkpoint keeps the mark (fill-mask and pseudo-log-likelihoods then read where it trained), and
+    a transformers export, which would read at p, is refused."""
+    import dataclasses
+
+    from encoderlab.checkpoint import load_model
+    from encoderlab.interop.hf import ExportError, check_exportable
+
+    torch.manual_seed(0)
+    cfg = ObjectiveConfig(kind="gptbert", **IDS)
+    shifted = build_networks(_mlm_model(), cfg).eval()
+    plain = build_networks(_mlm_model(), ObjectiveConfig(kind="mlm", **IDS)).eval()
+    plain.load_state_dict(shifted.state_dict())
+    assert shifted.config.next_token_head and not plain.config.next_token_head
+    batch = _batch(4, 12)
+    ids, T = batch["input_ids"], 12
+    at = torch.tensor([3, 5, T + 2, 3 * T + 7])  # flat positions of predicted tokens
+    with torch.no_grad():
+        torch.testing.assert_close(shifted(ids, positions=at).logits, plain(ids, positions=at - 1).logits)
+        torch.testing.assert_close(shifted(ids).logits[:, 1:], plain(ids).logits[:, :-1])
+        losses = [build_objective(cfg)(net, batch, torch.Generator().manual_seed(0)).loss for net in (shifted, plain)]
+    torch.testing.assert_close(losses[0], losses[1])
+    res = pretrain(tiny_recipe(tmp_path, _mlm_model(), dict(kind="gptbert", **IDS), steps=2))
+    assert load_model(res.checkpoint).config.next_token_head is True
+    with pytest.raises(ExportError, match="next-token MLM head"):
+        check_exportable(dataclasses.replace(_mlm_model(), next_token_head=True))

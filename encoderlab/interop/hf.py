@@ -83,6 +83,9 @@ def hf_config(cfg: ModelConfig) -> dict:
 
 def check_exportable(cfg: ModelConfig) -> None:
     e = cfg.encoder
+    if cfg.next_token_head:
+        raise ExportError("a next-token MLM head (GPT-BERT's: token t read from the output at t - 1) has no "
+                          "transformers equivalent: its MaskedLM would read each token at its own position")
     modern = [f"{name}={getattr(e, name)!r}" for name, plain in
               (("position", "absolute"), ("gated_ffn", False), ("bias", True), ("first_attention_norm", True))
               if getattr(e, name) != plain]

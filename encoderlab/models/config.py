@@ -29,6 +29,11 @@ class ModelConfig(Config):
     # gradient-disentangled sharing, here applied to all three tables).
     generator: EncoderConfig | None = None
     embedding_sharing: EmbeddingSharing = "shared"
+    # GPT-BERT (objective kind gptbert): the MLM head predicts each token from the output at the position
+    # before it, so MaskedLM's positions name the tokens predicted and the head reads one earlier. Set
+    # by build_networks for kind gptbert and kept in the checkpoint, so fill-mask and pseudo-log-
+    # likelihoods read such a model where it was trained. None (unset) and False: at the position itself.
+    next_token_head: bool | None = None
     num_labels: int = 2  # classification heads; 1 means regression
     classifier_dropout: float = 0.1
 

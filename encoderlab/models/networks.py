@@ -64,7 +64,10 @@ class MaskedLM(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, positions=None) -> MaskedLMOutput:
         out = self.encoder(input_ids, attention_mask, token_type_ids)
-        logits = self.mlm_head(out.hidden, positions)
+        hidden = out.hidden  # (B, T, H)
+        if self.config.next_token_head:  # token t from the output at t - 1; position 0 has none before it
+            hidden = torch.cat([hidden[:, :1], hidden[:, :-1]], 1)  # (B, T, H)
+        logits = self.mlm_head(hidden, positions)
         sent = self.sentence_head(out.pooled) if self.sentence_head is not None else None
         return MaskedLMOutput(logits=logits, sentence_logits=sent, hidden=out.hidden)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from torch import nn
 
 from encoderlab.models.config import ModelConfig
@@ -33,6 +35,8 @@ def build_networks(model_cfg: ModelConfig, cfg: ObjectiveConfig) -> nn.Module:
         return MLMPair(model_cfg, copy_gate=bool(cfg.copy_mechanism))
     if model_cfg.head not in ("mlm", "pretraining"):
         raise ValueError(f"objective kind {cfg.kind} needs head mlm or pretraining, got {model_cfg.head!r}")
+    if cfg.kind == "gptbert":  # its head is trained to read each token from the position before it
+        model_cfg = dataclasses.replace(model_cfg, next_token_head=True)
     return build_model(model_cfg)
 
 

@@ -8,7 +8,9 @@ kind=gptbert: GPT-BERT (Charpentier and Samuel, 2024, "GPT or BERT: why not both
   (the recipe's masking) and seen bidirectionally, and each masked token at t is predicted from the
   output at t - 1 ("masked next-token prediction"), so both halves are next-token predictions of one
   head. One forward pass over the batch with a per-row mask; the loss is the mean cross-entropy
-  over every prediction of the micro-batch, causal and masked together.
+  over every prediction of the micro-batch, causal and masked together. build_networks marks the
+  MaskedLM's head as a next-token head (ModelConfig.next_token_head), so fill-mask and pseudo-log-
+  likelihoods read the saved model at t - 1 too.
 kind=clm_then_mlm: causal pretraining, then masked (Gisserot-Boukhlef et al., 2025, "Should We Still
   Pretrain Encoders with Masked Language Modeling?"): optimizer steps before causal_steps are kind
   clm, the rest BERT's MLM (MLMObjective). causal_steps is resolved from causal_fraction and the
@@ -81,7 +83,7 @@ def causal_pass(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, di
     rows = torch.ones(ids.shape[0], dtype=torch.bool, device=ids.device)  # (B,)
     positions = next_token_positions(ids, am, rows, seq)  # (P,)
     targets = ids.view(-1).index_select(0, positions + 1)  # (P,)
-    logits = model(ids, attention_masks(am, rows, seq), tt, positions=positions).logits  # (P, V)
+    logits = model(ids, attention_masks(am, rows, seq), tt, positions=head_positions(model, positions)).logits  # (P, V)
     loss, logp = mlm_loss(logits, targets)
     return loss, {"clm_loss": mean_metric(loss), "clm_accuracy": accuracy_sums(logp, targets)}, positions.numel()
 
@@ -132,7 +134,8 @@ class GPTBERTObjective:
             inputs = torch.cat([ids[:n_causal], m.input_ids])  # (B, T)
             m_read, m_targets = at[keep] - 1, m.targets[keep]
         positions = torch.cat([c_pos, m_read])  # (P + M,)
-        logits = model(inputs, attention_masks(am, causal, seq), tt, positions=positions).logits  # (P + M, V)
+        masks = attention_masks(am, causal, seq)
+        logits = model(inputs, masks, tt, positions=head_positions(model, positions)).logits  # (P + M, V)
         targets = torch.cat([c_targets, m_targets])  # (P + M,)
         _, logp = mlm_loss(logits, targets)
         nll = -logp.gather(1, targets[:, None]).squeeze(1)  # (P + M,) one log-softmax serves all three means
@@ -172,6 +175,12 @@ class CLMThenMLMObjective:
         loss, metrics, P = causal_pass(model, batch)
         metrics["loss"] = mean_metric(loss)
         return ObjectiveOutput(loss=loss, metrics=metrics, num_masked=P, tokens=ids.numel())
+
+
+def head_positions(model, read: torch.Tensor) -> torch.Tensor:
+    """The positions to give the network for its outputs at ``read`` (P,): a next-token head (GPT-BERT's,
+    ModelConfig.next_token_head) names the tokens it predicts, one position later; a plain one, ``read``."""
+    return read + 1 if model.config.next_token_head else read
 
 
 def _real(batch: dict[str, torch.Tensor]) -> torch.Tensor:
