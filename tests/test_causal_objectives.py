@@ -183,7 +183,7 @@ def test_clm_then_mlm_costs_a_clm_step_then_an_mlm_step_and_plans_their_mean():
 TIMING = {"elapsed_s", "tokens_per_s", "peak_memory_mb", "threads"}
 
 
-def test_resume_right_after_the_switch_reproduces_the_run_exactly(tmp_path):
+def test_resume_right_after_the_switch_reproduces_the_run_exactly(tmp_path, capsys):
     """16 steps, causal_fraction 0.5: steps 0-7 causal, the switch at 8; a run resumed from the
     step-8 checkpoint (its first step the first MLM one) matches the uninterrupted run."""
     objective = dict(kind="clm_then_mlm", causal_fraction=0.5, **IDS)
@@ -191,6 +191,7 @@ def test_resume_right_after_the_switch_reproduces_the_run_exactly(tmp_path):
                       keep_last=10, eval_every=8)
     full = pretrain(cfg)
     saved = PretrainConfig.from_yaml(tmp_path / "a" / "config.yaml")
+    assert "causal (clm_*) for the first 8 optimizer steps, MLM from step 8 on" in capsys.readouterr().err
     assert full.step == 16 and saved.objective.causal_steps == 8
     a = read_metrics(tmp_path / "a")
     assert ["clm_loss" in r for r in a] == [True, True, False, False]  # steps 4, 8 causal; 12, 16 masked

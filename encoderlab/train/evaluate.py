@@ -70,7 +70,11 @@ def describe_accuracy(cfg: ObjectiveConfig) -> str | None:
                 "causal mask, at every position whose next token is real")
     train = "gen_accuracy (the generator's)" if cfg.kind == "rtd" else "mlm_accuracy"
     held = "eval_gen_accuracy" if cfg.kind == "rtd" else "eval_mlm_accuracy"
-    return (f"{train} (training) is scored at the positions the recipe chooses ({m.scheme} masking, "
+    switch = ""
+    if cfg.kind == "clm_then_mlm" and cfg.causal_steps is not None:
+        switch = (f"clm_then_mlm: causal (clm_*) for the first {cfg.causal_steps:,} optimizer steps, MLM from step "
+                  f"{cfg.causal_steps:,} on; ")
+    return (f"{switch}{train} (training) is scored at the positions the recipe chooses ({m.scheme} masking, "
             f"{m.rate:.0%} of tokens: {m.mask_fraction:.0%} shown as [MASK], {m.random_fraction:.0%} random, "
             f"{m.keep_fraction:.0%} left as they are, which a model gets right by copying); {held} (held-out) "
             f"at 15% of tokens, each shown as [MASK], token masking: it is the lower, comparable number")
