@@ -145,10 +145,10 @@ def _timed_probe(monkeypatch, bf16_times):
     return P.measure_cpu(32, 64)
 
 
-@pytest.mark.parametrize("ratio,fast", [(1.5, True), (1.3, False), (1.1, False)])
+@pytest.mark.parametrize("ratio,fast", [(1.5, True), (1.1, False), (0.9, False)])
 def test_a_ratio_within_the_margin_of_the_threshold_keeps_fp32(monkeypatch, ratio, fast):
-    """1.3x clears 1.25x but not its margin (1.375x): fp32, the same on every run, not whichever side
-    one reading fell on."""
+    """1.1x is faster, but not by the margin (1.15x): fp32, the same on every run, not whichever side
+    of break-even one reading fell on."""
     rec = _timed_probe(monkeypatch, [1 / ratio] * (P.PROBE_ROUNDS + 1))
     assert rec["speedup"] == pytest.approx(ratio) and rec["bf16_fast"] is fast and rec["rounds"] == P.PROBE_ROUNDS
 
