@@ -8,7 +8,7 @@ faster (docs/benchmarks.md, "CPU kinds"). So on a CPU ``auto`` measures: a short
 forward and backward of one encoder layer at the run's width and length 128, in fp32 and under bf16
 autocast (casts included), over a few alternated rounds, and picks bf16 only when the fastest calls'
 ratio clears the threshold by a margin (measure_cpu). The verdict is cached per machine
-(CPU model, capability, torch version, threads, shape) in ``$ENCODERLAB_CACHE_DIR`` or
+(CPU model, capability, torch version, shape) in ``$ENCODERLAB_CACHE_DIR`` or
 ``$XDG_CACHE_HOME/encoderlab`` (``~/.cache``), with its figures, so that later runs start at once;
 a corrupt or foreign cache file is ignored with a warning and rewritten. The probe is asked once per
 run, before any forward pass, by encoderlab/runtime.py, which also picks the attention kernel from
@@ -48,7 +48,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 MIN_BF16_SPEEDUP = 1.0
 PROBE_MARGIN = 0.15
 PROBE_LENGTH = 128  # the probe layer's sequence length, as the recipes train
-PROBE_ROUNDS = 10  # rounds of (fp32, bf16): 0.2-0.6 s at widths 128-768 where bf16 is fast
+PROBE_ROUNDS = 10  # rounds of (fp32, bf16): 0.2-1 s at widths 128-768 where bf16 is fast
+PROBE_MAX_ROUNDS = 30  # while the calls' times still scatter (a busy machine), up to this many
 CACHE_VERSION = 2  # 2: a layer's step over rounds (1 timed one linear layer)
 
 
@@ -168,18 +169,28 @@ def probe_shape(hidden: int) -> tuple[int, int]:
 def machine_key(hidden: int, intermediate: int) -> str:
     B, T = probe_shape(hidden)
     return (f"{cpu_model()}|{torch.backends.cpu.get_cpu_capability()}|torch {torch.__version__}|"
-            f"threads {torch.get_num_threads()}|layer {B}x{T}x{hidden}x{intermediate}")
+            f"1 thread|layer {B}x{T}x{hidden}x{intermediate}")
+
+
+def _scattered(times: list[float]) -> bool:
+    """Whether a precision's calls still scatter (the median more than 1.5x the fastest): other work
+    was slowing them, and more rounds bring the fastest closer to the machine's own speed."""
+    return statistics.median(times) > 1.5 * min(times)
 
 
 def measure_cpu(hidden: int, intermediate: int) -> dict:
     """Time the forward and backward of one encoder layer (attention and feed-forward) at width
     ``hidden``, in fp32 (SDPA attention) and under bf16 autocast (explicit attention products, what
-    a bf16 run would use), alternated over PROBE_ROUNDS rounds. The speed-up is the ratio of the
-    two precisions' fastest calls: other work on the machine only ever slows a call down, so the
-    minimum is the least disturbed reading (as timeit's), where a median of per-round ratios moved
-    with the load (20 probes on a busy 2-core Zen 4 read 1.20 at width 128; idle, 1.5-1.7).
+    a bf16 run would use), alternated over PROBE_ROUNDS rounds, more (up to PROBE_MAX_ROUNDS) while
+    either precision's calls still scatter. The speed-up is the ratio of the two precisions' fastest
+    calls: other work on the machine only ever slows a call down, so the minimum is the least
+    disturbed reading (as timeit's), where a median of per-round ratios moved with the load (20
+    probes on a busy 2-core Zen 4 read 1.20 at width 128; idle, 1.5-1.7). On one thread, whatever
+    the run's count: whether bf16 products are fast is a property of each core's instructions, and
+    one thread keeps the reading clear of OpenMP's barriers, which on a busy machine made some
+    2-thread probes read bf16 30x slower than fp32 on a Zen 4 that runs it 1.5x faster.
     bf16 is chosen when the speed-up clears MIN_BF16_SPEEDUP by PROBE_MARGIN: a machine whose
-    ratio sits near the threshold gets fp32 on every run, not a coin toss. Two rounds in which bf16
+    ratio sits near the threshold gets fp32 on every run, not a coin toss. Three rounds in which bf16
     is more than 4x slower (bf16 emulated, an AVX2 CPU) end the probe early.
 
     Runs with gradients on whatever its caller's context (no_grad, inference mode): it measures a
@@ -201,18 +212,23 @@ def measure_cpu(hidden: int, intermediate: int) -> dict:
             y.float().sum().backward()
             return time.perf_counter() - t
 
-        step(False), step(True)  # warm-up: first calls pick kernels and allocate
-        fp32, bf16 = [], []
-        for i in range(PROBE_ROUNDS):
-            fp32.append(step(False))
-            bf16.append(step(True))
-            if i >= 1 and min(fp32) < 0.25 * min(bf16):  # emulated bf16: the verdict is plain
-                break
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            step(False), step(True)  # warm-up: first calls pick kernels and allocate
+            fp32, bf16 = [], []
+            while len(fp32) < PROBE_MAX_ROUNDS and (len(fp32) < PROBE_ROUNDS or _scattered(fp32) or _scattered(bf16)):
+                fp32.append(step(False))
+                bf16.append(step(True))
+                if len(fp32) >= 3 and min(fp32) < 0.25 * min(bf16):  # emulated bf16: the verdict is plain
+                    break
+        finally:
+            torch.set_num_threads(threads)
     # 3 products (forward, two backward) of each linear, and 2 x 2 of attention's (B, N, T, T) ones.
     flops = 3 * 2 * B * T * hidden * (3 * hidden + hidden + 2 * intermediate) + 3 * 2 * 2 * B * T * T * hidden
     speedup = min(fp32) / min(bf16)
     return {"cpu": cpu_model(), "capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "shape": [B, T, hidden, intermediate],
+            "threads": 1, "shape": [B, T, hidden, intermediate],
             "fp32_gflops": flops / min(fp32) / 1e9, "bf16_gflops": flops / min(bf16) / 1e9,
             "speedup": speedup, "median_round_ratio": statistics.median(a / b for a, b in zip(fp32, bf16)),
             "rounds": len(fp32), "bf16_fast": speedup >= MIN_BF16_SPEEDUP * (1 + PROBE_MARGIN),

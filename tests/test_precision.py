@@ -160,9 +160,21 @@ def test_a_burst_of_other_work_neither_flips_the_verdict_nor_ends_the_probe(monk
     assert rec["bf16_fast"] is True and rec["rounds"] == P.PROBE_ROUNDS
 
 
-def test_emulated_bf16_ends_the_probe_after_two_rounds(monkeypatch):
+def test_scattered_calls_get_more_rounds_and_the_probe_runs_on_one_thread(monkeypatch):
+    """Every other bf16 call slowed 3x (a busy machine): the median stays far from the fastest, so
+    the probe goes on to PROBE_MAX_ROUNDS; and it measures on one thread, the caller's count restored."""
+    seen = []
+    monkeypatch.setattr(P.SelfAttention, "forward", lambda self, x, *a, _f=P.SelfAttention.forward, **k:
+                        seen.append(torch.get_num_threads()) or _f(self, x, *a, **k))
+    torch.set_num_threads(2)
+    rec = _timed_probe(monkeypatch, [0.6, 1.8] * P.PROBE_MAX_ROUNDS)
+    assert rec["rounds"] == P.PROBE_MAX_ROUNDS and rec["bf16_fast"] is True
+    assert set(seen) == {1} and torch.get_num_threads() == 2
+
+
+def test_emulated_bf16_ends_the_probe_after_three_rounds(monkeypatch):
     rec = _timed_probe(monkeypatch, [30.0] * (P.PROBE_ROUNDS + 1))
-    assert rec["rounds"] == 2 and rec["bf16_fast"] is False and rec["speedup"] == pytest.approx(1 / 30)
+    assert rec["rounds"] == 3 and rec["bf16_fast"] is False and rec["speedup"] == pytest.approx(1 / 30)
 
 
 @pytest.mark.parametrize("fp32,bf16,want", [(30.0, 0.9, "fp32"), (30.0, 200.0, "bf16")])
