@@ -145,6 +145,8 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     assert set(zs) == {"0.5", "1"} and zs["1"]["label"] == "BLiMP dev (2 of 67 paradigms)" and zs["1"]["n"] == 6
     assert len(zs["1"]["networks"]["mlm"]["correct"]) == 6 and "correct" not in zs["0.5"]["networks"]["mlm"]
     assert report["controls"]["blimp"]["n"] == 6 and "BLiMP dev (2 of 67 paradigms), zero-shot (6 pairs" in text
+    rz = bert.replicas[0].measure["blimp"]  # the second run's last checkpoint, pair by pair
+    assert set(rz) == {"1"} and len(rz["1"]["networks"]["mlm"]["correct"]) == 6 and "blimp:bert@seed1@1" in stages.data
     # Forget a fine-tuning stage of the second run, as if the study had been killed during it.
     del stages.data["finetune:bert@seed1:1.0:demo"]
     stages.path.write_text(json.dumps(stages.data))

@@ -9,7 +9,8 @@ that of the network it deploys (an ELECTRA's discriminator), its generator's rep
 
 Two variants are compared on the same pairs: the difference of their accuracies with a paired normal
 interval over pairs (the per-pair differences' standard error; at thousands of pairs the normal
-approximation is close to McNemar's exact test).
+approximation is close to McNemar's exact test). With several pretraining runs a pair's outcome is
+its mean over the runs (each run's last checkpoint): the interval is then over pairs, not runs.
 """
 
 from __future__ import annotations

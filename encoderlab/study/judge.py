@@ -45,18 +45,20 @@ class Judge:
     draws: int = stats.DRAWS
 
     def zero_shot(self, name: str) -> tuple[str, np.ndarray] | None:
-        """(label, per-pair outcomes) of a variant's BLiMP dev at its last checkpoint, when it has them
-        and BLiMP dev carries signal (or no control ran to say)."""
+        """(label, per-pair outcomes) of a variant's BLiMP dev at its last checkpoint, each pair's
+        outcome averaged over the pretraining runs that have it, when BLiMP dev carries signal (or no
+        control ran to say)."""
         from encoderlab.study.blimp import correct_of
 
-        rec = self.v[name].measure.get("blimp") if name in self.v else None
-        if not rec:
+        if name not in self.v:
             return None
-        last = rec[max(rec, key=float)]
-        bits = correct_of(last)
-        if bits is None or (self.signal is not None and not self.signal.get(last["label"], False)):
+        r = self.v[name]
+        finals = [rec[max(rec, key=float)] for rec in [r.measure.get("blimp")] + [x.measure.get("blimp")
+                                                                                  for x in r.replicas] if rec]
+        bits = [b for f in finals if (b := correct_of(f)) is not None]
+        if not bits or (self.signal is not None and not self.signal.get(finals[0]["label"], False)):
             return None
-        return last["label"], bits
+        return finals[0]["label"], np.mean([b for b in bits if len(b) == len(bits[0])], axis=0)
 
     def scores(self, name: str, fraction: float | None = None, unshared: bool = False) -> dict[str, np.ndarray]:
         got = self.v[name].seed_scores(fraction, unshared=unshared) if name in self.v else {}

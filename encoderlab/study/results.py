@@ -48,9 +48,10 @@ class Replica:
     checkpoints: dict[float, Checkpoint] = field(default_factory=dict)
     curve: dict = field(default_factory=lambda: {"train": [], "eval": []})
     finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
+    measure: dict = field(default_factory=dict)  # BLiMP dev at its last checkpoint, when the study scores it
 
     def to_json(self) -> dict:
-        return {"seed": self.seed, "run_dir": self.run_dir,
+        return {"seed": self.seed, "run_dir": self.run_dir, **({"measure": self.measure} if self.measure else {}),
                 "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
                 "curve": self.curve,
                 "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())]}
@@ -58,7 +59,8 @@ class Replica:
     @classmethod
     def from_json(cls, d: dict) -> Replica:
         return cls(seed=d["seed"], run_dir=d["run_dir"], checkpoints=_checkpoints(d["checkpoints"]),
-                   curve=d.get("curve", {"train": [], "eval": []}), finetune=_finetunings(d["finetune"]))
+                   curve=d.get("curve", {"train": [], "eval": []}), finetune=_finetunings(d["finetune"]),
+                   measure=d.get("measure", {}))
 
 
 def _checkpoints(cks: list) -> dict[float, Checkpoint]:

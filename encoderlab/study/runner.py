@@ -285,8 +285,8 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
                         curve=measure.read_metrics(run_dir / "metrics.jsonl"))
     for u in finetune_units(cfg, v, recipe, res.checkpoints, lrs=lrs_of(cfg, recipe, data)):
         res.finetune[u.key] = stages.get(u.stage, u.fingerprint)  # finetune_all ran them
-    res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages, lrs_of(cfg, recipe, data))
-                    for seed in range(1, cfg.pretrain_seeds)]
+    res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages, lrs_of(cfg, recipe, data), data,
+                            progress) for seed in range(1, cfg.pretrain_seeds)]
 
     key, mfp = f"measure:{v.name}", fingerprint(fp, cfg.minimal_pairs)
     m = stages.get(key, mfp)
@@ -300,26 +300,27 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     if cfg.minimal_pairs != "off":
         res.measure = {**m, "zeroshot": zeroshot_curve(cfg, v, res, data, stages, fp, progress)}
     if cfg.blimp:
-        res.measure = {**res.measure, "blimp": blimp_curve(cfg, v, res, data, stages, fp, progress)}
+        res.measure = {**res.measure, "blimp": blimp_curve(cfg, v.name, res.checkpoints, data, stages, fp, progress)}
     return res
 
 
-def blimp_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: dict, stages: Stages, fp: str,
+def blimp_curve(cfg: StudyConfig, run: str, checkpoints: dict, data: dict, stages: Stages, fp: str,
                 progress: Progress) -> dict:
-    """BLiMP dev at every evaluated checkpoint of the seed-0 run (study/blimp.py), one stage each;
+    """BLiMP dev at each of a run's ``checkpoints`` (study/blimp.py; every evaluated one of seed 0's,
+    the last of a further pretraining seed's), one stage each;
     {fraction: record}, the per-pair outcomes kept at the last checkpoint only (the paired comparisons
     read those; report.json stays small)."""
     from encoderlab.checkpoint import load_model
     from encoderlab.data.tokenizer import load_tokenizer
     from encoderlab.study import blimp
 
-    out, last = {}, max(res.checkpoints)
-    for frac, ck in sorted(res.checkpoints.items()):
-        key = f"blimp:{v.name}@{frac:g}"
+    out, last = {}, max(checkpoints)
+    for frac, ck in sorted(checkpoints.items()):
+        key = f"blimp:{run}@{frac:g}"
         cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm)
         got = stages.get(key, cfp)
         if got is None:
-            progress.stage(f"{blimp.label(cfg.blimp)} zero-shot: {v.name} at {frac:g} of the budget")
+            progress.stage(f"{blimp.label(cfg.blimp)} zero-shot: {run} at {frac:g} of the budget")
             pairs = blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)
             got = blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]), pairs)
             stages.put(key, cfp, got)
@@ -341,7 +342,7 @@ def lrs_of(cfg: StudyConfig, recipe: PretrainConfig, data: dict) -> dict[str, fl
 
 
 def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig, stages: Stages,
-            lrs: dict[str, float] | None = None) -> Replica:
+            lrs: dict[str, float] | None = None, data: dict | None = None, progress: Progress | None = None) -> Replica:
     """The checkpoints, curves and fine-tunings of variant ``v``'s run from pretraining seed ``seed``."""
     from encoderlab.study import measure
 
@@ -351,6 +352,10 @@ def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig,
                   curve=measure.read_metrics(run_dir / "metrics.jsonl"))
     for u in finetune_units(cfg, v, recipe, rep.checkpoints, run_name(v.name, seed), lrs):
         rep.finetune[u.key] = stages.get(u.stage, u.fingerprint)
+    if cfg.blimp and data is not None:  # the last checkpoint only: the paired comparisons read it
+        last = max(rep.checkpoints)
+        rep.measure["blimp"] = blimp_curve(cfg, run_name(v.name, seed), {last: rep.checkpoints[last]}, data, stages,
+                                           recipe_fingerprint(recipe), progress)
     return rep
 
 
