@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -24,7 +26,9 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # The precision probe's cache (encoderlab/precision.py) in a folder of this test session, inherited
 # by the subprocesses tests start: tests neither read nor write the user's ~/.cache.
+# It starts empty, so no test passes because of a probe record this machine happens to hold.
 os.environ["ENCODERLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="encoderlab-test-cache-")
+atexit.register(shutil.rmtree, os.environ["ENCODERLAB_CACHE_DIR"], ignore_errors=True)
 
 
 def tiny_encoder(**kw) -> EncoderConfig:
