@@ -36,7 +36,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--widths", default=WIDTHS)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads of the caller (the probe itself runs on one)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (the probe runs on one)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.threads:
