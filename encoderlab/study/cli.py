@@ -45,10 +45,10 @@ def cmd_study(args) -> int:
 
 
 # `encoderlab demo --smoke`: one seed, one checkpoint, a few steps per variant, 64 fine-tuning examples,
-# a 400-passage corpus and a 600-piece vocabulary; every stage still runs (key=value after it wins).
+# a 400-passage corpus and a 2,000-piece vocabulary; every stage still runs (key=value after it wins).
 SMOKE = ("budget_flops=5e10", "seeds=1", "eval_fractions=[1.0]", "finetune_fractions=[1.0]", "speed_seconds=0.05",
          "finetune.epochs=1", "finetune.max_train_examples=64", "finetune.max_eval_examples=64",
-         "max_documents=400", "vocab_size=600")
+         "max_documents=400", "vocab_size=2000")
 
 
 def cmd_demo(args) -> int:

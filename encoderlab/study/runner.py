@@ -368,9 +368,13 @@ def zeroshot_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: d
     from encoderlab.study import measure
 
     out = {}
+    final = max(cfg.eval_fractions)
     for frac, ck in sorted(res.checkpoints.items()):
         key, cfp = f"zeroshot:{v.name}@{frac:g}", fingerprint(fp, ck.path, cfg.minimal_pairs)
         got = stages.get(key, cfp)
+        if got is None and frac == final and (res.measure or {}).get("minimal_pairs") is not None:
+            got = res.measure["minimal_pairs"]  # the measure stage scored this same checkpoint
+            stages.put(key, cfp, got)
         if got is None:
             progress.stage(f"zero-shot {v.name} at {frac:g} of the budget: minimal pairs")
             got = measure.minimal_pairs(load_model(ck.path).eval(), cfg, data, ck.path)
