@@ -153,6 +153,23 @@ def test_cli_tokenizer_train_and_prepare(tmp_path, capsys):
     assert np.load(tmp_path / "s" / "train" / "00000" / "tokens.npy").dtype == np.uint16
 
 
+def test_a_one_document_corpus_warns_that_its_valid_split_is_empty_and_the_loader_says_what_to_do(tmp_path, capsys):
+    """A newcomer's text file with one paragraph a line and no blank lines (People's Daily) reads as
+    one document: the held-out split is empty. prepare says so and names --doc-split line; the
+    pretraining that then cannot fill an evaluation batch says the same."""
+    from encoderlab.data.loader import LoaderConfig, PretrainLoader
+
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("\n".join(english_text(40).split("\n\n")), encoding="utf-8")  # no blank lines
+    tiny_tokenizer(tmp_path / "tok", corpus, vocab_size=250)
+    assert main(["prepare", "--corpus", str(corpus), "--tokenizer", str(tmp_path / "tok"),
+                 "--out", str(tmp_path / "s")]) == 0
+    err = capsys.readouterr().err
+    assert "valid split is empty" in err and "--doc-split line" in err
+    with pytest.raises(ValueError, match="--doc-split line.*eval_batches=0"):
+        PretrainLoader(TokenStore(tmp_path / "s", "valid"), LoaderConfig(seq_len=32, batch_size=2))
+
+
 @pytest.mark.parametrize("model", ["wordpiece", "unigram"])
 def test_joined_document_encoding_equals_per_sentence_encoding(tmp_path, model):
     corpus = tmp_path / "c.txt"

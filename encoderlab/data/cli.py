@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
 
 from encoderlab.data.corpus import Corpus, CorpusConfig
@@ -95,4 +96,8 @@ def _prepare(args) -> int:
         f"valid {c['valid']['documents']:,} docs / {c['valid']['tokens']:,} tokens, "
         f"{len(meta['shards'])} shard(s) in {time.perf_counter() - start:.1f}s"
     )
+    if c["valid"]["documents"] == 0:  # pretraining's held-out evaluation would have nothing to read
+        print(f"warning: the valid split is empty: the corpus was read as {c['train']['documents']:,} document(s) "
+              f"(--doc-split {args.doc_split}); a file with one document per line wants --doc-split line "
+              "(or give --valid-count N)", file=sys.stderr)
     return 0

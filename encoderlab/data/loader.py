@@ -68,7 +68,11 @@ class PretrainLoader:
         self._units: tuple[int, np.ndarray] | None = None  # (epoch, this rank's units)
         self._group: tuple[tuple[int, int], list] | None = None  # ((epoch, group), examples)
         if self._rank_units(0).size == 0:
-            raise ValueError(f"{store.path} ({store.split}) is too small for one example per rank")
+            hint = (f"; it holds {store.num_documents} document(s): re-run `encoderlab prepare` with --doc-split line "
+                    "if a file holds one document per line (or --valid-count N)" if store.split == "valid" else "")
+            if store.split == "valid":
+                hint += ", or set data.eval_batches=0 to train without a held-out evaluation"
+            raise ValueError(f"{store.path} ({store.split}) is too small for one example per rank{hint}")
 
     # ---- position -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
