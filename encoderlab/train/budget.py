@@ -18,7 +18,7 @@ How many steps a budget allows:
   next tokens per causal row, clm_then_mlm's two phases in their shares of the steps);
 - ``max_tokens``: the budget over batch x length x grad_accum x processes (packed sequences);
 - ``max_time_s``: the budget over the seconds of one full-length step, timed before the run on the
-  run's own model, objective and data (one warm-up step, then the median of two; the weights,
+  run's own model, objective and data (one warm-up step, then the fastest of three; the weights,
   optimizer and random state are put back, and the time is not counted in the budget).
 
 Short-sequence steps cost less than full-length ones, so a run with that phase takes a few more
