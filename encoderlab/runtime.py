@@ -22,7 +22,7 @@ from torch import nn
 
 from encoderlab.nn.config import EncoderConfig
 from encoderlab.nn.encoder import Encoder
-from encoderlab.precision import PrecisionChoice, autocast, bf16_products_fast, resolve_precision
+from encoderlab.precision import PrecisionChoice, bf16_products_fast, resolve_precision
 
 ATTENTION_KERNELS = ("sdpa", "explicit")
 
@@ -45,9 +45,6 @@ class Runtime:
             if isinstance(m, Encoder):
                 m.set_attention_kernel(self.attention == "explicit")
         return model
-
-    def autocast(self):
-        return autocast(self.precision, self.device)
 
     def to_dict(self) -> dict:
         return {**self.precision.to_dict(), "attention": self.attention}

@@ -26,7 +26,7 @@ from encoderlab.nn.dropout import Dropout, dropout
 # Longest sequence at which bf16 attention on the CPU runs as explicit products rather than SDPA,
 # where the run's kernels say so (SelfAttention.explicit_bf16, set by encoderlab/runtime.py where bf16
 # products are fast): at longer lengths SDPA's smaller memory (no (B, N, T, T) tensors kept for
-# backward) decides. Measurements: docs/benchmarks.md, "Attention on the CPU".
+# backward) decides. Measurements: docs/benchmarks.md, "Attention" (benchmarks/attention.py).
 EXPLICIT_BF16_MAX_LEN = 256
 
 

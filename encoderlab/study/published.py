@@ -1,7 +1,9 @@
 """What each claim's paper reported, and how far the study's compute is from the paper's.
 
-Only figures read from the papers are given as numbers; where a table is cited without one, the
-figure was not to hand exactly and is left for the reader to look up rather than guessed.
+Where a table is cited without a number, the figure was not to hand exactly and is left for the
+reader to look up. The figures of claims 1, 7 and 9 were written from memory of the papers and have
+not been checked against them in this repository (no paper text is stored here): each says so, so
+that a report never quotes them as verified. Claim 5a's are the ones issue 32 cites from Table 1.
 
 ELECTRA: Clark, Luong, Le, Manning, "ELECTRA: Pre-training Text Encoders as Discriminators Rather Than
 Generators", ICLR 2020. ALBERT: Lan et al., "ALBERT: A Lite BERT for Self-supervised Learning of
@@ -16,7 +18,7 @@ ELECTRA_SMALL_TRAIN_FLOPS = 1.4e18
 
 PUBLISHED: dict[int | str, str] = {
     1: "ALBERT Table 1: ALBERT-base 12M parameters against BERT-base 108M (embedding factorisation and "
-       "cross-layer sharing)",
+       "cross-layer sharing) [from memory, not checked against the paper here]",
     2: "ALBERT Table 2 (speedup column; sharing saves parameters, not computation: ALBERT-xxlarge trains "
        "slower than BERT-large)",
     3: "ALBERT Table 2 (training speedup against BERT-large, by size)",
@@ -28,9 +30,10 @@ PUBLISHED: dict[int | str, str] = {
     6: "ELECTRA Figure 3 (left): GLUE by generator size at equal discriminator size and equal steps; "
        "generators 1/4-1/2 of the discriminator's size work best",
     7: "ELECTRA Table 5 (base size, GLUE dev): ELECTRA 85.0, All-Tokens MLM 84.3, Replace MLM 82.4, "
-       "ELECTRA 15% 82.4, BERT 82.2",
+       "ELECTRA 15% 82.4, BERT 82.2 [from memory, not checked against the paper here]",
     8: "ELECTRA §3.2 (the generator is a smaller MLM); the discriminator has no MLM head by design",
-    9: "ELECTRA §3.2 (weight sharing, GLUE dev): no tying 83.6, tied token embeddings 84.3, all weights 84.4",
+    9: "ELECTRA §3.2 (weight sharing, GLUE dev): no tying 83.6, tied token embeddings 84.3, all weights 84.4 "
+       "[from memory, not checked against the paper here]",
     10: "ALBERT Table 5 (none / NSP / SOP: NSP does not solve SOP, SOP solves NSP)",
     11: "the mask-proposal seed article's comparison with ELECTRA (no figure recorded here)",
     12: "the seed article on UniLM-style generation from an ELECTRA discriminator (no figure recorded here)",
