@@ -22,10 +22,10 @@ from encoderlab.train.data import make_source
 from encoderlab.train.evaluate import EVAL_SEED, eval_config
 
 
-def count_baselines(cfg: PretrainConfig) -> dict[str, float]:
-    """Unigram and bigram accuracy and the unigram loss on cfg's held-out evaluation batches
-    (cfg.data names the token store; the evaluation masks every model's batches alike)."""
-    store = TokenStore(cfg.data.path, "train")
+def count_tables(store_path: str) -> tuple[int, torch.Tensor, np.ndarray]:
+    """(the most frequent non-special training token, each token's most frequent training successor
+    as a (V,) tensor with the unigram guess where there is none, the training token counts)."""
+    store = TokenStore(store_path, "train")
     special = sorted(set(store.special_ids.values()))
     V = store.vocab_size
     counts = np.zeros(V, dtype=np.int64)
@@ -46,7 +46,25 @@ def count_baselines(cfg: PretrainConfig) -> dict[str, float]:
     best = torch.full((V,), top, dtype=torch.long)
     best[torch.from_numpy(prev[order][first])] = torch.from_numpy(nxt[order][first])
     best[special] = top  # [MASK] or another special on the left: no context, unigram guess
+    return top, best, counts
 
+
+def count_hits(top: int, best: torch.Tensor, no_context: int, masked) -> tuple[int, int]:
+    """(unigram hits, bigram hits) at one masked batch's positions (objectives.base.Masked); the
+    left neighbour is the visible input token (``no_context`` at a sequence's first position)."""
+    T = masked.input_ids.shape[1]
+    flat = masked.input_ids.reshape(-1)
+    left = torch.where(masked.positions % T > 0, flat[(masked.positions - 1).clamp(min=0)], no_context)  # (M,)
+    return int((masked.targets == top).sum()), int((masked.targets == best[left]).sum())
+
+
+def count_baselines(cfg: PretrainConfig) -> dict[str, float]:
+    """Unigram and bigram accuracy and the unigram loss on cfg's held-out evaluation batches
+    (cfg.data names the token store; the evaluation masks every model's batches alike)."""
+    store = TokenStore(cfg.data.path, "train")
+    special = sorted(set(store.special_ids.values()))
+    V = store.vocab_size
+    top, best, counts = count_tables(cfg.data.path)
     ocfg = eval_config(with_defaults(cfg.objective, store.special_ids["mask"], tuple(special)))
     it = iter(make_source(cfg.data, split="valid", rank=0, world_size=1, seed=cfg.trainer.seed, pairs=None))
     logp = torch.from_numpy(np.log(np.maximum(counts, 1) / counts.sum()))
@@ -56,11 +74,9 @@ def count_baselines(cfg: PretrainConfig) -> dict[str, float]:
     for i in range(cfg.data.eval_batches):  # the evaluation's batches and masking seeds
         g.manual_seed(EVAL_SEED + i)
         m = mask_batch(next(it), ocfg, V, g)
-        T = m.input_ids.shape[1]
-        flat = m.input_ids.reshape(-1)
-        left = torch.where(m.positions % T > 0, flat[(m.positions - 1).clamp(min=0)], special[0])  # (M,)
-        hits["unigram"] += int((m.targets == top).sum())
-        hits["bigram"] += int((m.targets == best[left]).sum())
+        uni, bi = count_hits(top, best, special[0], m)
+        hits["unigram"] += uni
+        hits["bigram"] += bi
         nll -= float(logp[m.targets].mean())  # the evaluation's loss is the mean of its batches' means
         total += m.targets.numel()
     if total == 0:
