@@ -9,7 +9,14 @@ from torch import nn
 from encoderlab.models.config import ModelConfig
 from encoderlab.models.networks import build_model
 from encoderlab.models.pairs import MLMPair
-from encoderlab.objectives.base import CAUSAL_KINDS, ObjectiveConfig, ObjectiveOutput, mask_batch, with_defaults
+from encoderlab.objectives.base import (
+    CAUSAL_KINDS,
+    Objective,
+    ObjectiveConfig,
+    ObjectiveOutput,
+    mask_batch,
+    with_defaults,
+)
 from encoderlab.objectives.causal import CausalLMObjective, CLMThenMLMObjective, GPTBERTObjective
 from encoderlab.objectives.mlm import MLMObjective
 from encoderlab.objectives.rtd import RTDObjective, sample_replacements
@@ -17,7 +24,7 @@ from encoderlab.objectives.rtd import RTDObjective, sample_replacements
 CAUSAL = {"clm": CausalLMObjective, "gptbert": GPTBERTObjective, "clm_then_mlm": CLMThenMLMObjective}
 
 
-def build_objective(cfg: ObjectiveConfig, *, evaluation: bool = False):
+def build_objective(cfg: ObjectiveConfig, *, evaluation: bool = False) -> Objective:
     """The objective of ``cfg``; ``evaluation``: held-out scoring, where a causal kind scores every
     row both ways it trains (objectives/causal.py)."""
     if cfg.kind in CAUSAL:
@@ -41,7 +48,7 @@ def build_networks(model_cfg: ModelConfig, cfg: ObjectiveConfig) -> nn.Module:
 
 
 __all__ = [
-    "CAUSAL_KINDS", "CLMThenMLMObjective", "CausalLMObjective", "GPTBERTObjective", "MLMObjective", "ObjectiveConfig",
-    "ObjectiveOutput", "RTDObjective", "build_networks", "build_objective", "sample_replacements", "mask_batch",
-    "with_defaults",
+    "CAUSAL_KINDS", "CLMThenMLMObjective", "CausalLMObjective", "GPTBERTObjective", "MLMObjective", "Objective",
+    "ObjectiveConfig", "ObjectiveOutput", "RTDObjective", "build_networks", "build_objective", "sample_replacements",
+    "mask_batch", "with_defaults",
 ]

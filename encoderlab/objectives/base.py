@@ -120,6 +120,37 @@ class ObjectiveOutput:
     scores: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
 
+class Objective:
+    """What the trainer asks of every objective, and nothing else (style habit 13): the loss of a
+    batch, a hook at the start of each optimizer step, and the objective's own state.
+
+    The state is flat named tensors: a trainable part the objective owns (the mask proposal) with
+    its optimizer moments. The trainer saves them in its checkpoint under the prefix "objective."
+    and hands them back, prefix removed, on resume. The defaults are for an objective with no state
+    and nothing to do between steps; FLOPs are counted from the config in train/flops.py (see
+    docs/architecture.md for why they are not a method here).
+    """
+
+    cfg: ObjectiveConfig
+
+    def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
+                 step: int = 0) -> ObjectiveOutput:
+        """The loss and metrics of one micro-batch at optimizer step ``step``."""
+        raise NotImplementedError
+
+    def on_step_start(self, model, step: int) -> None:
+        """Called before the micro-batches of optimizer step ``step`` (RTD's two-stage switch)."""
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The objective's own tensors to checkpoint (names without the "objective." prefix)."""
+        return {}
+
+    def load_state_dict(self, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
+        """Restore what state_dict() saved; an objective without state ignores what it is given
+        (as before this interface: a checkpoint's "objective." tensors were read only by one
+        that had them)."""
+
+
 def mean_metric(value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A per-step scalar (a loss) logged as its mean over steps."""
     v = value.detach().float()

@@ -28,7 +28,14 @@ from __future__ import annotations
 
 import torch
 
-from encoderlab.objectives.base import ObjectiveConfig, ObjectiveOutput, accuracy_sums, mask_batch, mean_metric
+from encoderlab.objectives.base import (
+    Objective,
+    ObjectiveConfig,
+    ObjectiveOutput,
+    accuracy_sums,
+    mask_batch,
+    mean_metric,
+)
 from encoderlab.objectives.mlm import MLMObjective, mlm_loss
 
 
@@ -59,14 +66,11 @@ def next_token_positions(ids: torch.Tensor, attention_mask: torch.Tensor, rows: 
     return ok.view(-1).nonzero().squeeze(1)
 
 
-class CausalLMObjective:
+class CausalLMObjective(Objective):
     """kind clm: next-token prediction under a causal mask."""
 
     def __init__(self, cfg: ObjectiveConfig, evaluation: bool = False):
         self.cfg = cfg
-
-    def on_step_start(self, model, step: int) -> None:
-        pass
 
     def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
                  step: int = 0) -> ObjectiveOutput:
@@ -88,15 +92,12 @@ def causal_pass(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, di
     return loss, {"clm_loss": mean_metric(loss), "clm_accuracy": accuracy_sums(logp, targets)}, positions.numel()
 
 
-class GPTBERTObjective:
+class GPTBERTObjective(Objective):
     """kind gptbert: causal rows beside masked next-token rows, in one forward pass. With
     ``evaluation``, every row is scored both ways (two passes) instead of the split."""
 
     def __init__(self, cfg: ObjectiveConfig, evaluation: bool = False):
         self.cfg, self.evaluation = cfg, evaluation
-
-    def on_step_start(self, model, step: int) -> None:
-        pass
 
     def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
                  step: int = 0) -> ObjectiveOutput:
@@ -151,7 +152,7 @@ class GPTBERTObjective:
         return loss, metrics, positions.numel()
 
 
-class CLMThenMLMObjective:
+class CLMThenMLMObjective(Objective):
     """kind clm_then_mlm: kind clm before optimizer step causal_steps, BERT's MLM from it on. With
     ``evaluation``, both are scored on every batch."""
 
@@ -159,8 +160,11 @@ class CLMThenMLMObjective:
         self.cfg, self.evaluation = cfg, evaluation
         self.mlm = MLMObjective(cfg)
 
-    def on_step_start(self, model, step: int) -> None:
-        pass
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.mlm.state_dict()
+
+    def load_state_dict(self, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
+        self.mlm.load_state_dict(tensors, device)
 
     def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
                  step: int = 0) -> ObjectiveOutput:

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from encoderlab.data.masking import maskable_positions, proposal_inclusion
 from encoderlab.objectives.base import (
+    Objective,
     ObjectiveConfig,
     ObjectiveOutput,
     accuracy_sums,
@@ -28,7 +29,7 @@ def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor,
     return F.nll_loss(logp, targets, reduction="sum") / max(targets.numel(), 1), logp
 
 
-class MLMObjective:
+class MLMObjective(Objective):
     """BERT's pretraining loss on a MaskedLM: MLM at the masked positions (sparse head) [+ NSP/SOP];
     with masking scheme "proposal", positions come from a mask proposal and the MLM loss is the
     importance-weighted estimate (objectives/proposal.py)."""
@@ -37,15 +38,12 @@ class MLMObjective:
         self.cfg = cfg
         self.proposal = MaskProposal() if cfg.masking.scheme == "proposal" else None
 
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        return self.proposal.state_tensors() if self.proposal is not None else {}
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.proposal.state_dict() if self.proposal is not None else {}
 
-    def load_state_tensors(self, tensors: dict[str, torch.Tensor], device) -> None:
+    def load_state_dict(self, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
         if self.proposal is not None:
-            self.proposal.load_state_tensors(tensors, device)
-
-    def on_step_start(self, model, step: int) -> None:
-        pass
+            self.proposal.load_state_dict(tensors, device)
 
     def __call__(self, model, batch: dict[str, torch.Tensor], generator: torch.Generator,
                  step: int = 0) -> ObjectiveOutput:

@@ -13,7 +13,7 @@ variance falls when pi_i follows the per-token loss. Here:
 - its scores exp(prediction) become inclusion probabilities in encoderlab.data.masking
   (scheme "proposal"), mixed with the uniform rate so the weights stay bounded;
 - its weights and its Adam state live in the objective and travel in the trainer's checkpoint
-  (``state_tensors``), so a resumed run continues exactly.
+  (``state_dict``), so a resumed run continues exactly.
 
 Its FLOPs (scoring every position, and the regression step) are counted in train/flops.py; at
 width 32 they are well under 1% of a tiny model's step. Under DDP each rank trains its own
@@ -86,7 +86,7 @@ class MaskProposal:
         return err.detach()
 
     # ---- checkpoint state: weights, Adam moments and step counts, as flat tensors -----------------
-    def state_tensors(self) -> dict[str, torch.Tensor]:
+    def state_dict(self) -> dict[str, torch.Tensor]:
         if self.net is None:
             return {}
         out = {f"net.{k}": v for k, v in self.net.state_dict().items()}
@@ -95,7 +95,7 @@ class MaskProposal:
                 out[f"adam.{i}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
         return out
 
-    def load_state_tensors(self, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
+    def load_state_dict(self, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
         if not tensors:
             return
         net = self._ensure(tensors["net.embed.weight"].shape[0], device)

@@ -28,6 +28,7 @@ from torch import nn
 from encoderlab.config import ConfigError
 from encoderlab.models.pairs import MLMPair, Pair
 from encoderlab.objectives.base import (
+    Objective,
     ObjectiveConfig,
     ObjectiveOutput,
     accuracy_sums,
@@ -58,7 +59,7 @@ def sample_replacements(logits: torch.Tensor, temperature: float, generator: tor
     return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1).squeeze(1)  # (M,)
 
 
-class RTDObjective:
+class RTDObjective(Objective):
     def __init__(self, cfg: ObjectiveConfig):
         self.cfg = cfg
 

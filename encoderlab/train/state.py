@@ -37,6 +37,7 @@ STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
 MLM_DELTA = "mlm_gdes."  # trainer-state prefix of an MLM ablation's gdes deltas
 COPY_GATE = "copy_gate."  # trainer-state prefix of All-Tokens-MLM's copy gate (not in the deployed MLM)
+OBJECTIVE = "objective."  # trainer-state prefix of the objective's own state (Objective.state_dict)
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 

@@ -35,6 +35,7 @@ from encoderlab.train.init import initialize_from, resolve_model
 from encoderlab.train.logger import MetricsLogger
 from encoderlab.train.optim import build_optimizer, lr_factor
 from encoderlab.train.state import (
+    OBJECTIVE,
     checkpoint_info,
     list_checkpoints,
     load_checkpoint,
@@ -201,9 +202,8 @@ class Trainer:
                                   f"{self.dist.world_size}: the data positions would not match")
         load_optimizer_state(self.optimizer, tensors, info["optimizer"])
         load_rng_state(tensors)
-        if hasattr(self.objective, "load_state_tensors"):  # an objective's own networks (mask proposal)
-            own = {k.removeprefix("objective."): v for k, v in tensors.items() if k.startswith("objective.")}
-            self.objective.load_state_tensors(own, self.device)
+        own = {k.removeprefix(OBJECTIVE): v for k, v in tensors.items() if k.startswith(OBJECTIVE)}
+        self.objective.load_state_dict(own, self.device)  # an objective's own networks (mask proposal)
         self.step, self.tokens, self.flops = info["step"], info["tokens"], info["flops"]
         self.skipped, self.bad_in_row, self.elapsed_prev = info["skipped"], info["bad_in_row"], info["elapsed_s"]
         self.source.load_state_dict(info["data"][self.dist.rank])
@@ -397,8 +397,7 @@ class Trainer:
     def save(self) -> Path | None:
         tensors, opt_info = optimizer_state(self.optimizer)
         tensors.update(rng_state())
-        if hasattr(self.objective, "state_tensors"):
-            tensors.update({f"objective.{k}": v for k, v in self.objective.state_tensors().items()})
+        tensors.update({f"{OBJECTIVE}{k}": v for k, v in self.objective.state_dict().items()})
         for name, (num, den) in self.sums.items():
             tensors[f"metric.{name}.num"], tensors[f"metric.{name}.den"] = num, den
         data_states = distributed.all_gather_object(self.source.state_dict())
