@@ -40,8 +40,8 @@ from torch import nn
 from encoderlab.config import ConfigError
 from encoderlab.errors import EncoderlabError
 from encoderlab.interop import hf
+from encoderlab.models.build import build_model, unshare
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import build_model
 from encoderlab.models.pairs import SHARED_TABLES, ElectraPair, gdes_deltas, gdes_tables, materialize_gdes
 
 META = "encoderlab.yaml"
@@ -389,8 +389,6 @@ def export_hf(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path |
     is gone. Pre-LN encoders and BERTs with factorized embeddings are refused (ExportError).
     A gdes discriminator is exported with its effective tables E_G + delta.
     """
-    from encoderlab.models.networks import unshare
-
     cfg = model.config
     nets = [cfg.with_head("mlm", encoder=cfg.generator, generator=None), cfg.with_head("discriminator")] if (
         isinstance(model, ElectraPair)) else [cfg]

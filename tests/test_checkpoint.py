@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from encoderlab import checkpoint
+from encoderlab.models.build import build_model
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import build_model
 from encoderlab.models.pairs import ElectraPair, gdes_tables
 from encoderlab.models.presets import generator_config
 from tests.conftest import tiny_encoder

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from encoderlab.models.build import build_model, unshare
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import build_model, unshare
 from encoderlab.models.pairs import ElectraPair
 from encoderlab.models.presets import generator_config
 from encoderlab.nn import Encoder

@@ -10,6 +10,7 @@ import torch
 
 from encoderlab import checkpoint
 from encoderlab.interop import hf
+from encoderlab.models.build import build_model
 
 transformers = pytest.importorskip("transformers")
 
@@ -110,7 +111,6 @@ def test_import_export_parity(arch, config_cls, extra, tmp_path):
 def test_key_map_counts_and_shapes():
     cfg = hf.config_from_hf({"model_type": "albert", "architectures": ["AlbertForPreTraining"], **COMMON,
                              "embedding_size": 16, "num_hidden_groups": 2})
-    from encoderlab.models.networks import build_model
     model = build_model(cfg)
     out = hf.to_hf_state_dict(model.state_dict(), cfg)
     ref = transformers.AlbertForPreTraining(transformers.AlbertConfig(**COMMON, embedding_size=16,

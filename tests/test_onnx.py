@@ -10,8 +10,8 @@ import torch
 
 from encoderlab import checkpoint
 from encoderlab.cli import main
+from encoderlab.models.build import build_model
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import build_model
 from tests.conftest import tiny_encoder
 
 ort = pytest.importorskip("onnxruntime")

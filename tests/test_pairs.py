@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from encoderlab.models.build import build_model, unshare
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import Discriminator, MaskedLM, build_model, unshare
+from encoderlab.models.networks import Discriminator, MaskedLM
 from encoderlab.models.pairs import SHARED_TABLES, ElectraPair, GDESEmbedding, MLMPair, deployed
 from tests.conftest import tiny_encoder
 

@@ -11,6 +11,7 @@ import torch
 
 from encoderlab.checkpoint import CheckpointError, load_model
 from encoderlab.config import ConfigError
+from encoderlab.models.build import build_model
 from encoderlab.train import OptimizerConfig, PretrainConfig, Trainer, pretrain
 from encoderlab.train.config import InitConfig
 from encoderlab.train.optim import lr_factor, param_groups
@@ -55,8 +56,6 @@ def test_schedule_warmup_then_linear_or_cosine_decay():
 
 
 def test_no_weight_decay_on_biases_and_layer_norms():
-    from encoderlab.models.networks import build_model
-
     model = build_model(tiny_model("bert"))
     decay, no_decay = param_groups(model, 0.01)
     names = {id(p): n for n, p in model.named_parameters()}

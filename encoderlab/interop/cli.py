@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 def cmd_convert(args) -> int:
     from encoderlab import checkpoint
-    from encoderlab.models.networks import unshare
+    from encoderlab.models.build import unshare
 
     if args.from_hf:
         model = checkpoint.load_model(args.src)

@@ -1,13 +1,12 @@
 """Networks built from the one encoder core: encoder + heads. They return logits; masking, sampling
 and losses live in encoderlab.objectives. ELECTRA's two-network models are in pairs.py, which
-builds on this module; :func:`build_model` and :func:`unshare` cover both kinds.
+builds on this module; build.py (build_model, unshare) covers both kinds.
 
 Shape letters: B batch, T length, H hidden, V vocabulary, M selected positions, C labels.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -86,24 +85,6 @@ class Discriminator(nn.Module):
         return self.rtd_head(self.encoder(input_ids, attention_mask, token_type_ids).hidden)  # (B, T)
 
 
-def build_model(cfg: ModelConfig) -> nn.Module:
-    from encoderlab.models.pairs import ElectraPair  # pairs.py imports this module
-
-    if cfg.head == "encoder":
-        return EncoderModel(cfg)
-    if cfg.head in ("mlm", "pretraining"):
-        return MaskedLM(cfg)
-    if cfg.head == "discriminator":
-        return Discriminator(cfg)
-    if cfg.head == "electra":
-        return ElectraPair(cfg)
-    if cfg.head == "sequence_classification":
-        return SequenceClassifier(cfg)
-    if cfg.head == "token_classification":
-        return TokenClassifier(cfg)
-    raise ValueError(f"unknown head {cfg.head!r}")
-
-
 class SequenceClassifier(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -130,22 +111,11 @@ class TokenClassifier(nn.Module):
         return self.head(self.encoder(input_ids, attention_mask, token_type_ids).hidden)  # (B, T, C)
 
 
-def unshare(model: nn.Module) -> nn.Module:
-    """Give every layer its own copy of the weights it shared (ALBERT -> BERT-like), in place.
+def __getattr__(name: str):
+    """build_model and unshare moved to models/build.py; reachable here still for the callers in
+    study/ and tests that import them from this module (build.py imports this one: hence lazily)."""
+    if name in ("build_model", "unshare"):
+        from encoderlab.models import build
 
-    Outputs are unchanged; training afterwards updates each layer independently.
-    """
-    from encoderlab.models.pairs import Pair  # pairs.py imports this module
-
-    if isinstance(model, Pair):
-        unshare(model.generator)
-        unshare(model.main)
-        cfg = model.config
-        model.config = dataclasses.replace(cfg, encoder=cfg.encoder.unshared(), generator=cfg.generator.unshared())
-        return model  # both encoders kept their embeddings modules, so the sharing (gdes deltas too) stands
-    model.encoder = model.encoder.unshare()
-    model.config = dataclasses.replace(model.config, encoder=model.encoder.config)
-    if isinstance(model, MaskedLM):
-        model.tie()
-    return model
-
+        return getattr(build, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,8 +6,8 @@ import dataclasses
 
 from torch import nn
 
+from encoderlab.models.build import build_model
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.networks import build_model
 from encoderlab.models.pairs import MLMPair
 from encoderlab.objectives.base import (
     CAUSAL_KINDS,
