@@ -50,7 +50,7 @@ def test_preset_counts_near_published(name):
 
 def test_albert_xxlarge_is_223m_not_the_papers_235m():
     # The ALBERT paper's table says 235M; the architecture (and transformers' own model card)
-    # gives 223M. We test the computable figure and say so in the README.
+    # gives 223M. We test the computable figure and say so in docs/architecture.md.
     millions = count_encoder_parameters(preset("albert-xxlarge").encoder) / 1e6
     assert abs(millions - 223) / 223 < 0.01
 

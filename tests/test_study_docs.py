@@ -1,4 +1,4 @@
-"""The committed docs say what the committed reports say: every verdict table marked in README.md
+"""The committed docs say what the committed reports say: every verdict table marked in docs/results.md
 and the studies' READMEs is study.report.verdict_table of its report.json, as the present claim code
 derives it; and the figures issue 32 found misquoted are quoted as their reports have them."""
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_readme_verdict_tables_are_generated_from_their_reports():
     blocks = []
-    for readme in [ROOT / "README.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
+    for readme in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
         blocks += re.findall(r"<!-- verdicts: (\S+) -->\n(.*?)<!-- /verdicts -->", readme.read_text(), re.S)
     assert sorted(folder for folder, _ in blocks) == ["docs/studies/claims-deep", "docs/studies/claims-deep-all",
                                                       "docs/studies/claims-deep-all"]
@@ -41,4 +41,4 @@ def test_figures_issue_32_found_misquoted_match_their_reports():
     held = [f"{report(f)['variants']['bert']['curve']['eval'][-1]['eval_mlm_accuracy']:.4f}"
             for f in ("claims-rope", "claims-rope-sentence")]
     assert f"{held[0]} there, {held[1]} here" in sentence and "numerics differ by CPU kind" not in sentence
-    assert "1.06-1.26x" not in (ROOT / "README.md").read_text()
+    assert "1.06-1.26x" not in (ROOT / "docs" / "results.md").read_text()
