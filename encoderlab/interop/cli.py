@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from encoderlab import checkpoint
+from encoderlab.interop.onnx import export_onnx
+from encoderlab.models.build import unshare
+
 
 def register(sub) -> None:
     p = sub.add_parser("convert", help="convert checkpoints to/from transformers, or unshare ALBERT layers")
@@ -22,9 +26,6 @@ def register(sub) -> None:
 
 
 def cmd_convert(args) -> int:
-    from encoderlab import checkpoint
-    from encoderlab.models.build import unshare
-
     if args.from_hf:
         model = checkpoint.load_model(args.src)
         checkpoint.save_model(model, args.dst, tokenizer_dir=args.src)
@@ -46,9 +47,6 @@ def cmd_convert(args) -> int:
 
 
 def cmd_export_onnx(args) -> int:
-    from encoderlab import checkpoint
-    from encoderlab.interop.onnx import export_onnx
-
     model = checkpoint.load_model(args.src).eval()
     path = export_onnx(model, args.dst, opset=args.opset)
     print(f"exported {model.config.family}/{model.config.head} -> {path} ({path.stat().st_size / 1e6:.1f} MB)")

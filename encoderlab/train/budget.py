@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from encoderlab.config import ConfigError
+from encoderlab.train.flops import planned_step_flops
 
 # The step-counted settings checked against the steps allowed, and what exceeding each means.
 STEP_KEYS = {
@@ -90,8 +91,6 @@ def plan_budget(cfg, model_cfg, ocfg, *, world_size: int = 1,
                 seconds_per_step: Callable[[], float] | None = None) -> BudgetPlan:
     """The steps ``cfg``'s budgets allow (model_cfg and ocfg resolved), the settings scaled to them
     and the warnings; a budget smaller than one step raises ConfigError."""
-    from encoderlab.train.flops import planned_step_flops
-
     t, d = cfg.trainer, cfg.data
     per_step = t.grad_accum * world_size  # micro-batches
     allowed: dict[str, float] = {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 
+from encoderlab.train import PretrainConfig, pretrain
+
 
 def register(sub) -> None:
     p = sub.add_parser("pretrain", help="pretrain (or resume) a model from a recipe",
@@ -15,8 +17,6 @@ def register(sub) -> None:
 
 
 def _pretrain(args) -> int:
-    from encoderlab.train import PretrainConfig, pretrain
-
     cfg = PretrainConfig.from_yaml(args.recipe).with_overrides(args.overrides)
     result = pretrain(cfg)
     print(f"{result.status}: step {result.step}, {result.tokens} tokens, {result.flops:.3e} FLOPs, "

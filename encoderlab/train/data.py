@@ -15,6 +15,10 @@ from typing import Protocol
 
 import torch
 
+from encoderlab.config import ConfigError
+from encoderlab.data.loader import LoaderConfig, PretrainLoader
+from encoderlab.data.store import TokenStore
+from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.train.config import DataConfig
 
 
@@ -123,18 +127,12 @@ def make_source(cfg: DataConfig, *, split: str, rank: int, world_size: int, seed
                                 cfg.short_seq_steps * grad_accum)
     if cfg.kind == "synthetic":
         return SyntheticSource(cfg, split=split, rank=rank, world_size=world_size, seed=seed)
-    from encoderlab.data.loader import LoaderConfig, PretrainLoader
-
     store = _open_store(cfg, split)
     loader_cfg = LoaderConfig(objective=pairs or "packed", batch_size=cfg.batch_size, seq_len=cfg.seq_len, seed=seed)
     return PretrainLoader(store, loader_cfg, rank=rank, world_size=world_size)
 
 
 def _open_store(cfg: DataConfig, split: str):
-    from encoderlab.config import ConfigError
-    from encoderlab.data.store import TokenStore
-    from encoderlab.data.tokenizer import load_tokenizer
-
     if cfg.path is None:  # checked here, not in DataConfig: a study's base recipe has no store yet
         raise ConfigError("data.path is required for data.kind: store (a token store directory)")
     tokenizer = load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir is not None else None
