@@ -428,13 +428,15 @@ def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | Non
     variants it compares that had not left the unigram plateau (baselines: the held-out unigram
     and bigram accuracies). Holm's adjustment runs over every comparison of every claim."""
     roles = roles or ClaimRoles()
+    from encoderlab.study.claims_arms import ARM_CLAIMS  # it imports this module (Claim, the helpers)
+
     judge = Judge(v, margin=margin, signal=signal, draws=draws)
     out = []
-    for claim in CLAIMS:
+    for claim in CLAIMS + ARM_CLAIMS:
         c = claim(judge, roles)
         if c.verdict != "not run":
             c.plateau = [n for n in c.compared if n in v and left_plateau(v[n], baselines) is False]
-        c.published, c.compute = published(c.claim), compute_ratio(c.claim, budget_flops)
+        c.published, c.compute = c.published or published(c.claim), compute_ratio(c.claim, budget_flops)
         out.append(c)
     every = [x for c in out for x in c.comparisons if x.estimate is not None]
     for x, p in zip(every, stats.holm([x.estimate.p for x in every])):

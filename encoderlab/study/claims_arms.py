@@ -9,11 +9,7 @@ pretraining runs by few-shot seeds, which is what a fine-tuning's scores are.
     discriminator and mlm methods), directional; few-shot comparisons beside it.
 
 The arms' variant names are ArmRoles' (docs/studies/claims-arms/study.yaml uses the defaults); bert and
-electra are the study's ClaimRoles. Not registered yet (the report and the roles check do not show
-them). Registering them is two lines of claims.evaluate_claims (checked on a copy): ``for claim in
-CLAIMS:`` becomes ``from encoderlab.study.claims_arms import ARM_CLAIMS`` (lazily: this module imports
-claims) then ``for claim in CLAIMS + ARM_CLAIMS:``, and ``c.published = published(c.claim)`` becomes
-``c.published or published(c.claim)``, so each keeps its PUBLISHED_ARMS figure.
+electra are the study's ClaimRoles. claims.evaluate_claims runs them after claims 1-14.
 
 Prompt scores (claim 17) are read from ``VariantResult.measure["prompt"]``: {task: {"k=K": {"method":
 "discriminator" | "mlm", "per_run": [[accuracy per few-shot seed] per pretraining run]}}}, seed 0's
