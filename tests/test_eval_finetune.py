@@ -13,18 +13,12 @@ from eval_helpers import one_thread, tiny_checkpoint, tiny_config, write_sentime
 
 from encoderlab.checkpoint import save_model
 from encoderlab.data.tokenizer import Encoded
-from encoderlab.eval.common import collate, length_batches
 from encoderlab.eval.config import FinetuneConfig
-from encoderlab.eval.finetune import (
-    build_classifier,
-    finetune,
-    layer_scales,
-    lr_factor,
-    one_class_scores,
-    param_groups,
-)
+from encoderlab.eval.finetune import build_classifier, finetune, one_class_scores
 from encoderlab.eval.tasks import get_task, load_task
 from encoderlab.models.networks import build_model
+from encoderlab.tune.data import collate, length_batches
+from encoderlab.tune.optim import layer_scales, tune_lr_scale, tune_param_groups
 
 D = 0.8
 
@@ -64,7 +58,7 @@ def test_llrd_shared_albert_module_takes_its_top_users_rate():
 
 def test_param_groups_carry_the_scaled_rates_and_no_decay_on_biases():
     model = _classifier(num_layers=2)
-    groups = param_groups(model, 1e-3, D, 0.01)
+    groups = tune_param_groups(model, 1e-3, D, 0.01)
     by_param = {id(p): g for g in groups for p in g["params"]}
     emb = model.encoder.embeddings.word_embeddings.weight
     assert by_param[id(emb)]["lr"] == pytest.approx(1e-3 * D**3) and by_param[id(emb)]["weight_decay"] == 0.01
@@ -74,7 +68,7 @@ def test_param_groups_carry_the_scaled_rates_and_no_decay_on_biases():
 
 
 def test_lr_schedule_warmup_then_linear_decay():
-    f = [lr_factor(s, 100, 10) for s in range(100)]
+    f = [tune_lr_scale(s, 100, 10) for s in range(100)]
     assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0) and f[10] == pytest.approx(1.0)
     assert f[99] == pytest.approx(1 / 90) and all(a >= b for a, b in zip(f[10:], f[11:]))
 

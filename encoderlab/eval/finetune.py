@@ -5,17 +5,9 @@ by model size (3e-4 small, 1e-4 base, 5e-5 large), layer-wise learning-rate deca
 warm-up then linear decay, 3 epochs (10 for RTE and STS-B), batch 32, max length 128, AdamW with
 eps 1e-6 and weight decay 0.01 (not on biases and LayerNorms).
 
-Layer-wise decay, indexed so that the top layer gets decay^1 (the official ELECTRA code gives it
-decay^2: its task head sits at depth L+2 and layers at i+1). With L layers numbered 0..L-1:
-
-    head and pooler         lr * decay^0
-    layer i                 lr * decay^(L - i)     (top layer: decay^1)
-    final LayerNorm (pre-LN) lr * decay^1
-    embeddings              lr * decay^(L + 1)
-
-With shared layers (ALBERT), one module serves several depths; it gets the rate of the *top*
-layer that uses it (decay^1 for ALBERT's single shared block), since a parameter can have only one
-learning rate and the top layer's is the one the classifier's gradients reach first.
+Layer-wise decay (the top layer at decay^1, embeddings at decay^(L+1), a shared ALBERT block at its
+top user's rate) is encoderlab/tune/optim.py's; the loop is encoderlab/tune/loop.py's ``fit``, with
+the classification or regression loss given here.
 
 Speed: examples are tokenized once, batches are formed from examples of similar length (sorted in
 chunks of 50 batches, then the batches shuffled) and padded to their own longest, and forward and
@@ -28,7 +20,6 @@ Shape letters: B batch, T longest length in the batch, C labels.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,69 +34,20 @@ from encoderlab.checkpoint import load_model
 from encoderlab.data.tokenizer import Encoded, Tokenizer, load_tokenizer
 from encoderlab.device import resolve_device
 from encoderlab.eval import metrics as M
-from encoderlab.eval.common import adamw, collate, length_batches, spread, versions
 from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.models.networks import SequenceClassifier
 from encoderlab.models.pairs import deployed, materialize_gdes
 from encoderlab.precision import autocast
 from encoderlab.runtime import resolve_runtime
+from encoderlab.tune import TuneLimits, default_learning_rate, epochs, fit, tune_param_groups
+from encoderlab.tune.data import check_vocab, collate, length_batches
+from encoderlab.tune.results import spread, versions
+
+# Older names, for callers outside eval/ (benchmarks/finetune_speed.py): the helpers are tune/'s.
+param_groups = tune_param_groups
 
 Init = Literal["pretrained", "random"]  # random: the same architecture, fresh weights (what pretraining adds)
-
-
-def default_learning_rate(hidden_size: int) -> float:
-    """ELECTRA's fine-tuning rates, small (H <= 256) 3e-4, base (H <= 768) 1e-4, large 5e-5, and
-    1e-3 below small (H <= 128): there 3e-4 underfits in a few epochs (bert-tiny at 5e13 FLOPs,
-    3 seeds: CoLA MCC 0.000 against 0.081, SST-2 0.655 against 0.723; docs/benchmarks.md), while
-    at H = 256 1e-3 left fine-tunings predicting one class (docs/studies/claims-enwiki)."""
-    return 1e-3 if hidden_size <= 128 else 3e-4 if hidden_size <= 256 else 1e-4 if hidden_size <= 768 else 5e-5
-
-
-# ---- layer-wise learning-rate decay ---------------------------------------------------------------
-def layer_scales(model: nn.Module, decay: float) -> dict[str, float]:
-    """Learning-rate multiplier of every parameter of a model with an ``encoder`` (see module doc)."""
-    cfg = model.encoder.config
-    L = cfg.num_layers
-    top_att = {cfg.attention_index(i): i for i in range(L)}  # later layers overwrite: the top user wins
-    top_ffn = {cfg.ffn_index(i): i for i in range(L)}
-    scales = {}
-    for name, _ in model.named_parameters():
-        parts = name.split(".")
-        if parts[0] != "encoder":
-            depth = L + 1  # task head
-        elif parts[1] == "embeddings":
-            depth = 0
-        elif parts[1] == "attention":
-            depth = top_att[int(parts[2])] + 1
-        elif parts[1] == "ffn":
-            depth = top_ffn[int(parts[2])] + 1
-        elif parts[1] == "final_norm":
-            depth = L
-        elif parts[1] == "pooler":
-            depth = L + 1
-        else:
-            raise ValueError(f"layer_scales: no depth rule for parameter {name!r}")
-        scales[name] = decay ** (L + 1 - depth)
-    return scales
-
-
-def param_groups(model: nn.Module, lr: float, decay: float, weight_decay: float) -> list[dict]:
-    """AdamW groups: one per (scale, decayed or not); LayerNorm weights and biases get no weight decay."""
-    scales = layer_scales(model, decay)
-    groups: dict[tuple[float, bool], list] = {}
-    for name, p in model.named_parameters():
-        no_wd = p.ndim == 1  # biases and LayerNorm weights
-        groups.setdefault((scales[name], no_wd), []).append(p)
-    return [{"params": ps, "lr": lr * s, "base_lr": lr * s, "weight_decay": 0.0 if no_wd else weight_decay}
-            for (s, no_wd), ps in sorted(groups.items(), key=lambda kv: -kv[0][0])]
-
-
-def lr_factor(step: int, total: int, warmup_steps: int) -> float:
-    """Linear warm-up to 1 over warmup_steps (the first step already > 0), then linear decay to 0."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    return max(0.0, (total - step) / max(1, total - warmup_steps))
 
 
 # ---- models --------------------------------------------------------------------------------------
@@ -134,13 +76,6 @@ def build_classifier(pretrained: nn.Module, num_labels: int, dropout: float = 0.
     if bad:
         raise ValueError(f"pretrained encoder does not match the classifier's: missing/unexpected {bad[:8]}")
     return clf
-
-
-def check_vocab(tok: Tokenizer, model: nn.Module, where: str) -> None:
-    V = deployed(model).encoder.config.vocab_size
-    if tok.vocab_size > V:
-        raise ValueError(f"{where}: tokenizer has {tok.vocab_size} tokens but the model's vocabulary is {V}: "
-                         "wrong tokenizer for this checkpoint?")
 
 
 # ---- one seed ------------------------------------------------------------------------------------
@@ -222,44 +157,34 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     enc = _encode(tok, train, max_length)
     labels = torch.tensor([e.label for e in train], dtype=torch.float32 if spec.kind == "regression" else torch.long)
     labels = labels.to(device)
-    H = model.encoder.config.hidden_size
-    lr = cfg.learning_rate or default_learning_rate(H)
-    epochs = cfg.epochs if cfg.epochs is not None else spec.epochs
-    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
-    total = max(1, math.ceil(epochs * steps_per_epoch))
-    warm = max(1, round(cfg.warmup * total)) if cfg.warmup > 0 else 0
-    opt = adamw(param_groups(model, lr, cfg.layer_decay, cfg.weight_decay), lr, cfg.adam_eps)
+    lr = cfg.learning_rate or default_learning_rate(model.encoder.config.hidden_size)
+    n_epochs = cfg.epochs if cfg.epochs is not None else spec.epochs
+    limits = TuneLimits.of_epochs(n_epochs, len(train), cfg.batch_size)
+    total = limits.steps
+    tune = cfg.tune_config(lr=lr, limits=limits, device=device, precision=precision.precision,
+                           layer_decay=cfg.layer_decay)
     rng = np.random.default_rng(seed)
     lengths = [len(e.ids) for e in enc]
-    model.train()
-    step, seen, losses = 0, 0, []
-    t0 = time.perf_counter()
-    while step < total:
+    seen = 0
+
+    def one_epoch():
+        nonlocal seen
         for idx in length_batches(lengths, cfg.batch_size, rng, cfg.bucket):
-            if step >= total:
-                break
-            f = lr_factor(step, total, warm)
-            for g in opt.param_groups:
-                g["lr"] = g["base_lr"] * f
-            batch = {k: v.to(device, non_blocking=True) for k, v in collate([enc[i] for i in idx], tok.pad_id).items()}
-            with autocast(precision, device):
-                logits = model(**batch)  # (B, C)
-            y = labels[torch.as_tensor(idx, device=device)]
-            if spec.kind == "regression":
-                loss = F.mse_loss(logits.float()[:, 0], y)
-            else:
-                loss = F.cross_entropy(logits.float(), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            losses.append(loss.detach())  # no host sync per step (it would stall a GPU)
-            step += 1
             seen += len(idx)
-            if status is not None and (step % max(1, total // 10) == 0 or step == total):
-                status(_status_line(init, seed, step, total, seen, time.perf_counter() - t0, losses))
-    losses = torch.stack(losses).float().cpu().tolist()
+            yield idx
+
+    def loss_fn(model: nn.Module, idx: np.ndarray) -> torch.Tensor:
+        batch = {k: v.to(device, non_blocking=True) for k, v in collate([enc[i] for i in idx], tok.pad_id).items()}
+        logits = model(**batch).float()  # (B, C)
+        y = labels[torch.as_tensor(idx, device=device)]
+        return F.mse_loss(logits[:, 0], y) if spec.kind == "regression" else F.cross_entropy(logits, y)
+
+    def on_step(step: int, losses: list[torch.Tensor]) -> None:
+        if status is not None and (step % max(1, total // 10) == 0 or step == total):
+            status(_status_line(init, seed, step, total, seen, time.perf_counter() - t0, losses))
+
+    t0 = time.perf_counter()
+    losses = fit(model, epochs(one_epoch), loss_fn, tune, on_step=on_step)
     train_time = time.perf_counter() - t0
     t1 = time.perf_counter()
     scores = eval_scores(data, cfg, lambda exs: predict(model, _encode(tok, exs, max_length), tok.pad_id,
@@ -268,7 +193,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     eval_time = time.perf_counter() - t1
     result = {
         "seed": seed, "scores": scores, "score": M.task_score(scores), "steps": total, "learning_rate": lr,
-        "epochs": epochs, "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
+        "epochs": n_epochs, "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
         "train_examples_per_s": seen / train_time, "eval_examples_per_s": eval_n / max(eval_time, 1e-9),
         "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
         "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.attention,

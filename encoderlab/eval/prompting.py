@@ -32,7 +32,6 @@ from encoderlab.checkpoint import load_model
 from encoderlab.config import ConfigError
 from encoderlab.data.tokenizer import Encoded, Tokenizer, load_tokenizer
 from encoderlab.eval import metrics as M
-from encoderlab.eval.common import adamw, collate, spread, versions
 from encoderlab.eval.config import PromptConfig
 from encoderlab.eval.intrinsic import discriminator_network, mlm_network
 from encoderlab.eval.tasks import Example, TaskSpec, get_task, load_task
@@ -40,6 +39,9 @@ from encoderlab.models.networks import Discriminator
 from encoderlab.models.pairs import deployed
 from encoderlab.precision import autocast
 from encoderlab.runtime import resolve_runtime
+from encoderlab.tune import TuneConfig, TuneLimits, TuneOptim, fit
+from encoderlab.tune.data import collate
+from encoderlab.tune.results import spread, versions
 
 
 @dataclass
@@ -127,30 +129,34 @@ def prompt_predict(net, method, prompts, words, pad_id, precision: str, batch_si
 
 def prompt_train(net, method, prompts, labels, words, pad_id, cfg: PromptConfig, seed: int,
                  precision: str = "fp32") -> list[float]:
-    """Prompt-based fine-tuning on the k-shot set: ``cfg.steps`` AdamW steps at a constant rate."""
+    """Prompt-based fine-tuning on the k-shot set: ``cfg.steps`` AdamW steps at a constant rate
+    (LM-BFF's), clipped at norm 1, weight decay 0.01 on every parameter (biases included)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    opt = adamw(net.parameters(), cfg.learning_rate)
-    net.train()
     y_all = torch.tensor(labels)
-    losses, order = [], np.array([], dtype=np.int64)
-    for _ in range(cfg.steps):
-        if len(order) < cfg.batch_size:
-            order = np.concatenate([order, rng.permutation(len(prompts))])
-        idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+    # fit's autocast stays off: label_scores autocasts each forward itself, one per label word for
+    # the discriminator, and under one shared autocast those forwards would share the weights' bf16
+    # casts and sum their gradients in bf16 (other bf16 losses than prediction's code path gives)
+    tune = TuneConfig(optim=TuneOptim(lr=cfg.learning_rate, schedule="constant", grad_clip=1.0),
+                      limits=TuneLimits(steps=cfg.steps), device="cpu", precision="fp32")
+
+    def shots():  # passes over the k-shot set, each in a new order; a batch may span two passes
+        order = np.array([], dtype=np.int64)
+        while True:
+            if len(order) < cfg.batch_size:
+                order = np.concatenate([order, rng.permutation(len(prompts))])
+            idx, order = order[: cfg.batch_size], order[cfg.batch_size :]
+            yield idx
+
+    def loss_fn(net: nn.Module, idx: np.ndarray) -> torch.Tensor:
         scores = label_scores(net, method, [prompts[j] for j in idx], words, pad_id, precision)  # (B, C)
         y = y_all[idx]
         if method == "mlm":
-            loss = F.cross_entropy(scores, y)
-        else:  # scores are -logits: the right word is "original" (0), the others "replaced" (1)
-            target = 1.0 - F.one_hot(y, len(words)).float()
-            loss = F.binary_cross_entropy_with_logits(-scores, target)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-    return losses
+            return F.cross_entropy(scores, y)
+        # scores are -logits: the right word is "original" (0), the others "replaced" (1)
+        return F.binary_cross_entropy_with_logits(-scores, 1.0 - F.one_hot(y, len(words)).float())
+
+    return fit(net, shots(), loss_fn, tune, groups=[{"params": list(net.parameters())}])
 
 
 def sample_k_shot(examples: list[Example], k: int, num_labels: int, seed: int) -> list[Example]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from encoderlab.config import Config, ConfigError
-from encoderlab.device import check_device_name
+from encoderlab.config import ConfigError
+from encoderlab.tune.config import TuneSettings
 
-Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 where it is faster (encoderlab/precision.py)
 # Which network of a checkpoint becomes the generator. auto: the MLM of a BERT/ALBERT checkpoint, or
 # the body of a checkpoint without an MLM head (given a fresh one); an ELECTRA pair must be told
 # which half. random: fresh weights in the shape of the network auto would take (for an ELECTRA pair:
@@ -21,41 +20,30 @@ Network = Literal["auto", "mlm", "generator", "discriminator", "random"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GenerationConfig(Config):
+class GenerationConfig(TuneSettings):
     """Defaults follow UniLM's seq2seq fine-tuning (Dong et al. 2019, section 3.2): 70% of the
-    target tokens masked, label smoothing 0.1; the learning rate by model size as for fine-tuning."""
+    target tokens masked, label smoothing 0.1; the learning rate by model size as for fine-tuning
+    (learning_rate, warmup, batch_size and the other keys shared with it are TuneSettings')."""
 
     network: Network = "auto"
-    learning_rate: float | None = None  # None: by hidden size (eval.finetune.default_learning_rate)
     epochs: float = 3.0
     max_steps: int | None = None  # caps the steps the epochs give
-    batch_size: int = 32
-    warmup: float = 0.1  # fraction of the steps
-    weight_decay: float = 0.01
-    adam_eps: float = 1e-6
-    grad_clip: float = 1.0
     mask_prob: float = 0.7  # fraction of target tokens (final [SEP] included) masked and predicted
     label_smoothing: float = 0.1
     max_source_length: int = 64  # source tokens, [CLS] and [SEP] not counted; capped by the positions
     max_target_length: int = 24  # target tokens including the final [SEP]: also the decoding limit
     beam_size: int = 4  # dev/test are decoded greedily and, when > 1, with a beam this wide
     length_penalty: float = 1.0  # beam hypotheses ranked by log p / length ** length_penalty
-    max_train_examples: int | None = None  # the first N (the task's order is already by article hash)
-    max_eval_examples: int | None = None
     eval_batch_size: int = 64
     seed: int = 0
-    precision: Precision = "auto"
-    device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
+    # max_train_examples: the first N (the task's order is already by article hash)
 
     def validate(self) -> None:
-        if (why := check_device_name(self.device)) is not None:
-            raise ConfigError(why)
+        super().validate()
         if not 0 < self.mask_prob <= 1:
             raise ConfigError(f"mask_prob must be in (0, 1], got {self.mask_prob}")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if not 0 <= self.warmup < 1:
-            raise ConfigError(f"warmup must be in [0, 1), got {self.warmup}")
         if self.max_source_length < 1 or self.max_target_length < 2:
             raise ConfigError("max_source_length must be >= 1 and max_target_length >= 2 (a token and [SEP])")
         if self.beam_size < 1 or self.batch_size < 1 or self.eval_batch_size < 1:

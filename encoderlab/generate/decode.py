@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import torch
 
 from encoderlab.errors import DataError
-from encoderlab.eval.common import length_batches
 from encoderlab.generate.model import SOURCE, TARGET, hidden_states
 from encoderlab.precision import autocast
+from encoderlab.tune.data import length_batches
 
 StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # rows (R,), prefixes (R, t) -> (R, V)
 

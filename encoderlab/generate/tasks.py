@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from encoderlab.eval.tasks import TaskDataError, decoded_lines, iter_jsonl
+from encoderlab.tune.files import TaskDataError, decoded_lines, iter_jsonl
 
 SPLITS = ("train", "dev", "test")
 _DOC = re.compile(r'<doc\s+(?P<attrs>[^>]*)>\s*$')

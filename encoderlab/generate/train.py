@@ -5,9 +5,10 @@ discriminator is a poor starting point for MLM-based generation): a checkpoint, 
 networks, a task, settings and seeds in; a :class:`GenerationResult` out, with every seed's scores
 and their median and spread. Each seed starts from a fresh copy of the pretrained weights.
 
-Training (model.py has the mask and the batches): AdamW with linear warm-up and decay as in
-fine-tuning (no layer-wise decay: UniLM used none), label-smoothed cross-entropy at the masked
-target positions only, computed through the sparse MLM head. Scores (metrics.py) compare each
+Training (model.py has the mask and the batches): fine-tuning's loop (encoderlab/tune/loop.py's
+``fit``: AdamW, linear warm-up and decay; no layer-wise decay: UniLM used none) with a
+label-smoothed cross-entropy at the masked target positions only, computed through the sparse MLM
+head. Scores (metrics.py) compare each
 decode with its reference after the tokenizer's round trip (its lowercasing, accent stripping and
 punctuation spacing), so that a prediction with exactly the reference's tokens scores 1.
 
@@ -17,7 +18,6 @@ Shape letters: B batch, T length, H hidden, M masked positions, V vocabulary.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,16 +32,16 @@ from encoderlab.checkpoint import load_model, save_model
 from encoderlab.data.tokenizer import Tokenizer, load_tokenizer
 from encoderlab.device import resolve_device
 from encoderlab.errors import EncoderlabError
-from encoderlab.eval.common import adamw, length_batches, spread, versions
-from encoderlab.eval.finetune import check_vocab, default_learning_rate, lr_factor
 from encoderlab.generate import metrics as M
 from encoderlab.generate.config import GenerationConfig
 from encoderlab.generate.decode import generate, special_ids
 from encoderlab.generate.model import IGNORE, Seq2SeqStart, hidden_states, seq2seq_start, training_batch
 from encoderlab.generate.tasks import GenerationTask, Pair, load_task
 from encoderlab.models.networks import MaskedLM
-from encoderlab.precision import autocast
 from encoderlab.runtime import resolve_runtime
+from encoderlab.tune import TuneLimits, default_learning_rate, epochs, fit
+from encoderlab.tune.data import check_vocab, length_batches
+from encoderlab.tune.results import spread, versions
 
 SETTINGS_FILE = "generation.yaml"  # beside a fine-tuned model: its GenerationConfig and origin
 
@@ -159,38 +159,25 @@ def fine_tune(start: Seq2SeqStart, tok: Tokenizer, task: GenerationTask, cfg: Ge
     if not data:
         raise EncoderlabError(f"task {task.name}: no training pairs")
     lr = cfg.learning_rate or default_learning_rate(enc_cfg.hidden_size)
-    total = max(1, math.ceil(cfg.epochs * math.ceil(len(data) / cfg.batch_size)))
-    total = min(total, cfg.max_steps) if cfg.max_steps else total
-    warm = max(1, round(cfg.warmup * total)) if cfg.warmup > 0 else 0
-    decayed = [p for p in model.parameters() if p.ndim > 1]  # not biases and LayerNorm weights
-    rest = [p for p in model.parameters() if p.ndim <= 1]
-    opt = adamw([{"params": decayed, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
-                lr, cfg.adam_eps)
+    limits = TuneLimits.of_epochs(cfg.epochs, len(data), cfg.batch_size, cfg.max_steps)
+    total = limits.steps
+    tune = cfg.tune_config(lr=lr, limits=limits, device=device, precision=precision)
     ids = special_ids(tok)
     lengths = [len(s) + len(t) for s, t in data]
-    model.train()
-    losses, step, t0 = [], 0, time.perf_counter()
-    while step < total:
+
+    def one_epoch():  # the masks are drawn from the same rng as the order, batch by batch
         for idx in length_batches(lengths, cfg.batch_size, rng):
-            if step >= total:
-                break
-            for g in opt.param_groups:
-                g["lr"] = lr * lr_factor(step, total, warm)
-            batch = training_batch([data[i] for i in idx], mask_prob=cfg.mask_prob, rng=rng, **ids).to(device)
-            predicted = batch.labels != IGNORE  # (B, T)
-            with autocast(precision, device):
-                hidden = hidden_states(model.encoder, batch.input_ids, batch.segment_ids, batch.attention_mask)
-                logits = model.mlm_head(hidden, predicted)  # (M, V), row-major like labels[predicted]
-            loss = F.cross_entropy(logits.float(), batch.labels[predicted], label_smoothing=cfg.label_smoothing)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            losses.append(loss.detach())  # no host sync per step
-            step += 1
+            yield training_batch([data[i] for i in idx], mask_prob=cfg.mask_prob, rng=rng, **ids).to(device)
+
+    def loss_fn(model: MaskedLM, batch) -> torch.Tensor:
+        predicted = batch.labels != IGNORE  # (B, T)
+        hidden = hidden_states(model.encoder, batch.input_ids, batch.segment_ids, batch.attention_mask)
+        logits = model.mlm_head(hidden, predicted)  # (M, V), row-major like labels[predicted]
+        return F.cross_entropy(logits.float(), batch.labels[predicted], label_smoothing=cfg.label_smoothing)
+
+    t0 = time.perf_counter()
+    losses = fit(model, epochs(one_epoch), loss_fn, tune)
     train_time = time.perf_counter() - t0
-    losses = torch.stack(losses).float().cpu().tolist()
     t1 = time.perf_counter()
     scores, examples = {}, []
     for split in ("dev", "test"):
