@@ -16,7 +16,7 @@ import warnings
 from typing import Any, Literal
 
 from encoderlab.config import Config, ConfigError, ConfigNote, renamed_bf16
-from encoderlab.eval.config import FinetuneConfig
+from encoderlab.eval.config import FinetuneConfig, PromptConfig
 from encoderlab.eval.robustness import RobustnessConfig
 from encoderlab.generate.config import GenerationConfig
 from encoderlab.objectives.base import ObjectiveConfig
@@ -195,6 +195,15 @@ class StudyConfig(Config):
     # checkpoint is fine-tuned once (seed 0) at each rate, and the best held-out score's rate is used by
     # every variant of that family on that task. Empty: finetune.learning_rate (None: by width).
     finetune_lrs: tuple[float, ...] = ()
+    # Claim 17's probe (study/prompt.py): each variant's final checkpoints (every pretraining run) prompted
+    # on these classification tasks with their template and verbalizer (eval/tasks.py: sst2, cola, mrpc,
+    # rte, ...), ELECTRA through its discriminator, the others through their MLM; at each k of
+    # prompt_shots (0: zero-shot, once; k > 0: k examples per class, one draw per seed of prompt_seeds,
+    # the same draws for every variant), fine-tuned as ``prompt`` says. Empty: no prompting.
+    prompt_tasks: tuple[str, ...] = ()
+    prompt_shots: tuple[int, ...] = (0,)
+    prompt_seeds: int = 3
+    prompt: PromptConfig = dataclasses.field(default_factory=PromptConfig)
 
     @classmethod
     def from_dict(cls, data, *, where: str = ""):
@@ -236,8 +245,10 @@ class StudyConfig(Config):
             raise ConfigError(f"equivalence_margin must be positive, got {self.equivalence_margin}")
         if self.pretrain_jobs < 1 or any(n is not None and n < 1 for n in (self.finetune_jobs, self.threads)):
             raise ConfigError("pretrain_jobs, finetune_jobs and threads must be >= 1")
+        from encoderlab.study.prompt import check_prompt_config
         from encoderlab.study.roles import check_roles
 
+        check_prompt_config(self)  # a prompt task with no pattern fails as the study loads
         check_roles(self)  # names before compute: a misspelled variant fails here, not as "not run" hours later
 
     def threads_per_job(self, jobs: int | None = None) -> int | None:

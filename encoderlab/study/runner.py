@@ -28,6 +28,7 @@ from encoderlab.study.plan import (
 )
 from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
+from encoderlab.study.prompt import check_prompt_data, prompt_total_weight, run_prompting
 from encoderlab.study.results import Replica, StudyResults, VariantResult
 from encoderlab.study.stages import Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
@@ -54,6 +55,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
     check_tasks(cfg, data)
+    check_prompt_data(cfg, data)
     if cfg.blimp:  # a missing folder stops the study now, not after hours of pretraining
         from encoderlab.config import ConfigError
         from encoderlab.study.blimp import paradigm_files
@@ -65,6 +67,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(finetune_fractions(cfg, v.name)) + v.unshare)
                           * len(cfg.tasks) * cfg.pretrain_seeds for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
+    progress.total += prompt_total_weight(cfg)
     if cfg.random_control and cfg.variants:  # one control fine-tuning per task, about a pair's cost
         progress.total += finetune_weight(cfg, recipes[cfg.variants[0].name]) * len(cfg.tasks)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
@@ -82,6 +85,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                                      for v in cfg.variants})
     side_by_side(cfg, {v.name: recipes[v.name] for v in cfg.variants}, results.variants, stages, progress)
     run_probes(cfg, recipes, results.variants, data, stages, progress)
+    run_prompting(cfg, recipes, results.variants, data, stages, progress)
     progress.stage("writing the report")
     report = write_report(cfg, results, out)
     progress.advance(measure_weight(cfg))

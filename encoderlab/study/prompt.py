@@ -1,0 +1,171 @@
+"""The prompting probe (issue 36, claim 17): every variant's final checkpoints prompted zero- and
+few-shot on the study's prompt tasks (StudyConfig.prompt_tasks) with eval/prompting.py.
+
+An ELECTRA pair is prompted through its discriminator (each label word put in the [MASK] slot, the
+one least likely "replaced" wins), every other variant through its MLM (the label word's logit at
+[MASK]; GPT-BERT's head reads it at t - 1, as it was trained). A causal-only variant (objective kind
+clm) is left out: its head predicts the token after a position, not the one at [MASK], so its
+"MLM" score would measure a network it does not have.
+
+For every pretraining run of a variant (seed 0's first, then ``<variant>@seed<k>``), the final
+checkpoint is scored on each task at each k of prompt_shots: k=0 once (zero-shot is deterministic);
+k > 0 once per few-shot seed 0 .. prompt_seeds-1. eval/prompting.sample_k_shot draws a seed's k
+examples per class from the task's training split by the seed alone, so every run of every variant
+sees the same draws and the comparisons pair by draw. One stage per (run, task, k), fingerprinted by
+the run's recipe, the checkpoint, the task's pattern and data folder and the prompt settings.
+
+The variant's ``measure["prompt"]`` gets what study/claims_arms.py reads: {task: {"k=K": {"method",
+"per_run": [[accuracy per few-shot seed] per pretraining run], ...}}}. A task with several eval
+splits (MNLI's matched and mismatched) scores a seed by the mean of its splits' accuracies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from encoderlab.config import ConfigError
+from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
+from encoderlab.study.plan import measure_weight, recipe_fingerprint, run_name
+from encoderlab.study.progress import Progress
+from encoderlab.study.results import VariantResult
+from encoderlab.study.stages import Stages, fingerprint
+from encoderlab.train.config import PretrainConfig
+
+# Objective kinds with no network that scores a token at [MASK] (see the module docstring).
+NO_PROMPT_NETWORK = ("clm",)
+FEW_SHOT_ONLY = ("steps", "learning_rate", "batch_size")  # PromptConfig fields only prompt training reads
+
+
+def check_prompt_config(cfg: StudyConfig) -> None:
+    """Config errors of the prompt fields, named by key and task; called by StudyConfig.validate, so
+    a task with no pattern stops the study as it is loaded, before any compute."""
+    if cfg.prompt_seeds < 1:
+        raise ConfigError(f"prompt_seeds must be >= 1, got {cfg.prompt_seeds}")
+    if any(k < 0 for k in cfg.prompt_shots) or len(set(cfg.prompt_shots)) != len(cfg.prompt_shots):
+        raise ConfigError(f"prompt_shots must be distinct shot counts >= 0 (0: zero-shot), "
+                          f"got {list(cfg.prompt_shots)}")
+    if not cfg.prompt_tasks:
+        return
+    if not cfg.prompt_shots:
+        raise ConfigError("prompt_shots is empty: give at least one k (0: zero-shot) for the prompt_tasks")
+    dup = sorted({t for t in cfg.prompt_tasks if cfg.prompt_tasks.count(t) > 1})
+    if dup:
+        raise ConfigError(f"prompt_tasks repeats {dup}")
+    if (cfg.prompt.template or cfg.prompt.verbalizer) and len(cfg.prompt_tasks) > 1:
+        raise ConfigError("prompt.template and prompt.verbalizer replace a task's own pattern: with several "
+                          f"prompt_tasks ({list(cfg.prompt_tasks)}) leave them unset, each task uses its own")
+    for name in cfg.prompt_tasks:
+        _check_task(name, cfg)
+
+
+def _check_task(name: str, cfg: StudyConfig) -> None:
+    from encoderlab.eval.tasks import BUILTIN, get_task
+
+    with_pattern = sorted(n for n, s in BUILTIN.items() if s.template and s.verbalizer)
+    try:
+        spec = get_task(name)
+    except ValueError as e:
+        raise ConfigError(f"prompt_tasks: {name!r}: {e}; the built-in tasks with a prompt pattern are "
+                          f"{with_pattern}") from None
+    if spec.kind != "classification":
+        raise ConfigError(f"prompt_tasks: {name!r} is a regression task: prompting scores label words, so it "
+                          f"needs a classification task (with a pattern: {with_pattern})")
+    if not (cfg.prompt.template or spec.template) or not (cfg.prompt.verbalizer or spec.verbalizer):
+        raise ConfigError(f"prompt_tasks: {name!r} has no prompt template and verbalizer (eval/tasks.py): the "
+                          f"built-in tasks with one are {with_pattern}, or a task-spec YAML may give its own")
+
+
+def check_prompt_data(cfg: StudyConfig, data: dict) -> None:
+    """Find every prompt task's files now, as plan.check_tasks does for the fine-tuning tasks."""
+    from encoderlab.eval.tasks import TaskDataError, resolve_dir
+    from encoderlab.study.measure import task_spec
+
+    for name in cfg.prompt_tasks:
+        try:
+            resolve_dir(*task_spec(task_ref(cfg, name), data))
+        except (TaskDataError, ValueError) as e:
+            raise ConfigError(f"prompt_tasks: {name!r}: {e} (a study's glue_dir, or the data_dir of the task "
+                              "of that name in tasks, names the folder)") from None
+
+
+def task_ref(cfg: StudyConfig, name: str) -> TaskRef:
+    """The study's task of that name (its data_dir), else the name alone (glue_dir)."""
+    return next((t for t in cfg.tasks if t.name == name), TaskRef(name=name))
+
+
+def prompted(v: VariantSpec) -> bool:
+    return v.objective.kind not in NO_PROMPT_NETWORK
+
+
+def prompt_total_weight(cfg: StudyConfig) -> float:
+    """ETA weight of the whole probe: every (run, task, k) stage of every prompted variant."""
+    runs = sum(prompted(v) for v in cfg.variants) * cfg.pretrain_seeds
+    return runs * len(cfg.prompt_tasks) * sum(prompt_weight(cfg, k) for k in cfg.prompt_shots)
+
+
+def prompt_weight(cfg: StudyConfig, k: int) -> float:
+    """ETA weight of one (run, task, k) stage: a zero-shot pass over a dev split is a fraction of a
+    variant's measurements; each few-shot seed adds a short prompt training (prompt.steps batches)."""
+    base = measure_weight(cfg) / 4
+    return base if k == 0 else base * cfg.prompt_seeds * (1 + cfg.prompt.steps / 100)
+
+
+def run_prompting(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants: dict[str, VariantResult],
+                  data: dict, stages: Stages, progress: Progress) -> None:
+    """Every prompted variant's ``measure["prompt"]``; off while prompt_tasks is empty."""
+    if not cfg.prompt_tasks:
+        return
+    for v in cfg.variants:
+        if prompted(v) and v.name in variants:
+            res = variants[v.name]
+            res.measure = {**res.measure, "prompt": prompt_variant(cfg, v, recipes, res, data, stages, progress)}
+
+
+def prompt_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainConfig], res: VariantResult,
+                   data: dict, stages: Stages, progress: Progress) -> dict:
+    final = max(cfg.eval_fractions)
+    runs = [(run_name(v.name, 0), res.checkpoints[final].path)]
+    runs += [(run_name(v.name, r.seed), r.checkpoints[final].path) for r in res.replicas]
+    out: dict = {}
+    for task in cfg.prompt_tasks:
+        for k in cfg.prompt_shots:
+            recs = [prompt_run(cfg, run, ck, recipes[run], task, k, data, stages, progress) for run, ck in runs]
+            first = recs[0]
+            out.setdefault(task, {})[f"k={k}"] = {
+                "method": first["method"], "per_run": [r["per_seed"] for r in recs], "seeds": first["seeds"],
+                "template": first["template"], "verbalizer": first["verbalizer"], "num_eval": first["num_eval"]}
+    return out
+
+
+def prompt_run(cfg: StudyConfig, run: str, ck: str, recipe: PretrainConfig, task: str, k: int, data: dict,
+               stages: Stages, progress: Progress) -> dict:
+    """One run's checkpoint prompted on one task at k shots (all few-shot seeds), as a stage."""
+    from encoderlab.study.measure import task_spec
+
+    spec, data_dir = task_spec(task_ref(cfg, task), data)
+    seeds = [0] if k == 0 else list(range(cfg.prompt_seeds))
+    key = f"prompt:{run}:{task}:k={k}"
+    settings = cfg.prompt.to_dict()
+    if k == 0:  # no training: the few-shot settings leave zero-shot scores as they are
+        settings = {n: x for n, x in settings.items() if n not in FEW_SHOT_ONLY}
+    fp = fingerprint(recipe_fingerprint(recipe), ck, spec.to_dict(), data_dir, settings, k, seeds)
+    got = stages.get(key, fp)
+    cached = got is not None
+    if got is None:
+        progress.stage(f"prompting {run} on {task}, " + ("zero-shot" if k == 0 else f"{k}-shot, {len(seeds)} seeds"))
+        got = _prompt(cfg, ck, spec, data_dir, k, seeds, data)
+        stages.put(key, fp, got)
+    progress.advance(prompt_weight(cfg, k), cached=cached)
+    return got
+
+
+def _prompt(cfg: StudyConfig, ck: str, spec, data_dir, k: int, seeds: list[int], data: dict) -> dict:
+    from encoderlab.eval.prompting import prompt_classify
+
+    r = prompt_classify(Path(ck), spec, cfg.prompt, k=k, seeds=seeds, data_dir=data_dir,
+                        tokenizer_dir=data["tokenizer"], log=lambda *a: None)
+    # one accuracy per few-shot seed: the eval split's, or the mean of several splits' (MNLI m/mm)
+    per_seed = [sum(s["scores"].values()) / len(s["scores"]) for s in r["seeds"]]
+    return {"method": r["method"], "k": k, "seeds": [s["seed"] for s in r["seeds"]], "per_seed": per_seed,
+            "scores": [s["scores"] for s in r["seeds"]], "template": r["template"], "verbalizer": r["verbalizer"],
+            "precision": r["precision"], "num_eval": r["num_eval"]}
