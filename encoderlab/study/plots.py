@@ -17,6 +17,18 @@ def _colour(verdict: str) -> str:
     return "tab:blue" if verdict.startswith("equivalent") else COLOURS.get(verdict, "tab:grey")
 
 
+def flops_axis(a) -> None:
+    """Log FLOPs axis labelled at 1, 2 and 5 per decade: a study spans about one decade, where
+    matplotlib's default labels every minor tick and the labels overlap."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    a.set(xlabel="pretraining FLOPs", xscale="log")
+    a.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    # two significant digits: a study whose checkpoints all sit near one budget gets distinct labels
+    a.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:.2g}".replace("e+", "e")))
+    a.xaxis.set_minor_formatter(NullFormatter())
+
+
 def forest_plot(claims: list[Claim], out: Path, margin: float, name: str = "claims_forest.png") -> str | None:
     """One panel per claim with comparisons: each comparison's difference and interval (aggregate rows
     bold, its per-task rows below it, lighter), the zero line, and ±margin shaded where a comparison is
@@ -69,8 +81,6 @@ def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from encoderlab.study.report import _flops_axis
-
     panels = [(c, [n for n in dict.fromkeys(c.compared) if n in variants]) for c in claims
               if c.comparisons and c.compared]
     panels = [(c, ns) for c, ns in panels if any(_curve(variants[n]) for n in ns)]
@@ -86,7 +96,7 @@ def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: P
             if pts:
                 ax.plot(*zip(*pts), marker="os^Dv"[i % 5], color=cmap(i % 10), label=n, markersize=4)
         ax.set_title(f"Claim {c.claim}", fontsize=9, loc="left")
-        _flops_axis(ax)
+        flops_axis(ax)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)

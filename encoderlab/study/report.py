@@ -11,10 +11,13 @@ import json
 import platform
 from pathlib import Path
 
+from encoderlab.eval.common import versions
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, plateau_metric, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.judge import task_signal
+from encoderlab.study.measure import one_class
 from encoderlab.study.plan import per_family_settings
+from encoderlab.study.plots import claim_curves, flops_axis, forest_plot
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
 
 
@@ -29,8 +32,6 @@ def environment() -> dict:
                 break
     except OSError:
         pass
-    from encoderlab.eval.common import versions
-
     return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu,
             "threads": torch.get_num_threads(), "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available()
             else None, "versions": versions()}
@@ -38,18 +39,6 @@ def environment() -> dict:
 
 def _eval_loss(rec: dict) -> float | None:
     return rec.get("eval_mlm_loss", rec.get("eval_gen_loss"))
-
-
-def _flops_axis(a) -> None:
-    """Log FLOPs axis labelled at 1, 2 and 5 per decade: a study spans about one decade, where
-    matplotlib's default labels every minor tick and the labels overlap."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    a.set(xlabel="pretraining FLOPs", xscale="log")
-    a.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    # two significant digits: a study whose checkpoints all sit near one budget gets distinct labels
-    a.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:.2g}".replace("e+", "e")))
-    a.xaxis.set_minor_formatter(NullFormatter())
 
 
 def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
@@ -182,7 +171,7 @@ def _flops_axes(axes) -> None:
     drawn: the claims study has 17 variants, whose legend inside covered half a panel."""
     handles: dict = {}
     for a in axes:
-        _flops_axis(a)
+        flops_axis(a)
         for h, label in zip(*a.get_legend_handles_labels()):
             handles.setdefault(label, h)
     if handles:  # one legend for the figure, right of its last panel
@@ -208,8 +197,6 @@ def _fmt(x) -> str:
 def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | None = None) -> list[str]:
     """Every fine-tuning's median ± std by task and budget fraction; a cell whose every seed scored
     what a one-class predictor scores is marked, since it says nothing about the encoder."""
-    from encoderlab.study.measure import one_class
-
     cols = sorted({(k.task, k.fraction) for r in V.values() for k in r.fine_tunings()})
     if not cols:
         return []
@@ -435,8 +422,6 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     files = plots(cfg, results, out)
     if files:  # matplotlib is there
-        from encoderlab.study.plots import claim_curves, forest_plot
-
         files += [f for f in (forest_plot(claims, out, cfg.equivalence_margin), claim_curves(claims, V, out)) if f]
 
     lines = [f"# Study: {cfg.name}", "",
