@@ -13,8 +13,8 @@ electra are the study's ClaimRoles. claims.evaluate_claims runs them after claim
 
 Prompt scores (claim 17) are read from ``VariantResult.measure["prompt"]``: {task: {"k=K": {"method":
 "discriminator" | "mlm", "per_run": [[accuracy per few-shot seed] per pretraining run]}}}, seed 0's
-run first, k=0 for zero-shot (one score per run: zero-shot is deterministic). No study stage writes it
-yet (issue 36, item 2): until one does, claim 17 is "not run".
+run first, k=0 for zero-shot (one score per run: zero-shot is deterministic), as the study's prompt
+probe (study/prompt.py, `prompt_tasks`) writes it; without the probe claim 17 is "not run".
 """
 
 from __future__ import annotations
