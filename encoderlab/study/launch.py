@@ -26,7 +26,7 @@ from encoderlab.study.progress import (
     pretraining_status,
     tail_lines,
 )
-from encoderlab.study.stages import Stages
+from encoderlab.study.stages import StageKey, Stages
 from encoderlab.threads import THREADS_FILE, write_threads
 from encoderlab.train.config import PretrainConfig
 
@@ -40,7 +40,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
     Once nothing is left to start, the ``cores`` (default threads x jobs) of finished ones go to
     those still running. After a failure no new variant starts; the running ones finish, and the
     study stops naming the failures and their logs."""
-    todo = [name for name, r in recipes.items() if stages.get(f"pretrain:{name}", fingerprint(r)) is None]
+    todo = [name for name, r in recipes.items() if stages.get(StageKey.pretrain(name), fingerprint(r)) is None]
     for name in todo:
         check_run_dir(name, recipes[name])
     progress.advance(PRETRAIN_UNITS * (len(recipes) - len(todo)), cached=True)
@@ -55,7 +55,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
         (Path(recipes[name].trainer.run_dir) / THREADS_FILE).unlink(missing_ok=True)
         counted.finish(name)
         if proc.returncode == 0:
-            stages.put(f"pretrain:{name}", fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
+            stages.put(StageKey.pretrain(name), fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
             return
         log = Path(recipes[name].trainer.run_dir) / "pretrain.log"
         failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{_tail(log)}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from encoderlab.study.config import StudyConfig, TaskRef
 from encoderlab.study.plan import family_of
-from encoderlab.study.stages import Stages, fingerprint
+from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
 HELDOUT = 0.2
@@ -69,14 +69,11 @@ def pick_learning_rates(cfg: StudyConfig, recipes: dict[str, PretrainConfig], st
         for task in cfg.tasks:
             scores = {}
             for lr in cfg.finetune_lrs:
-                key = f"lr:{family}:{task.name}:{lr:g}"
                 fp = fingerprint(ck, task.to_dict(), ft, lr, HELDOUT, SPLIT_SEED)
-                got = stages.get(key, fp)
-                if got is None:
-                    progress.stage(f"learning rate for {family} on {task.name}: {v.name} at {lr:g}, held-out fifth")
-                    got = heldout_score(ck, task, cfg, data, lr)
-                    stages.put(key, fp, got)
-                scores[f"{lr:g}"] = got
+                scores[f"{lr:g}"] = stages.cached(
+                    StageKey.learning_rate_trial(family, task.name, lr), fp,
+                    lambda task=task, lr=lr, ck=ck: heldout_score(ck, task, cfg, data, lr), progress=progress,
+                    label=f"learning rate for {family} on {task.name}: {v.name} at {lr:g}, held-out fifth")
             best = max(cfg.finetune_lrs, key=lambda lr: scores[f"{lr:g}"])
             out[family][task.name] = {"chosen": best, "heldout": scores, "variant": v.name}
     return out

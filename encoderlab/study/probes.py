@@ -19,7 +19,7 @@ from encoderlab.study.config import StudyConfig
 from encoderlab.study.plan import finetune_weight, recipe_fingerprint
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
-from encoderlab.study.stages import Stages, fingerprint
+from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
 
@@ -56,15 +56,12 @@ def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: 
     ck = res.checkpoints[max(cfg.eval_fractions)].path
     settings = (cfg.generation.to_dict(), cfg.generation_task) if kind == "generation" else (
         cfg.finetune.to_dict(), cfg.robustness.to_dict(), cfg.robustness_task, cfg.glue_dir)
-    key = f"{kind}:{name}" + (f":{network}" if network else "")
     fp = fingerprint(recipe_fingerprint(recipe), ck, settings, cfg.seeds)
-    got = stages.get(key, fp)
-    cached = got is not None
-    if got is None:
-        progress.stage(f"{kind} probe: {name}" + (f" ({network})" if network else "") + f", {cfg.seeds} seeds")
-        got = _generation(cfg, ck, network, data) if kind == "generation" else _robustness(cfg, ck, data)
-        stages.put(key, fp, got)
-    progress.advance(probe_weight(cfg, recipe, kind), cached=cached)
+    got = stages.cached(
+        StageKey.probe(kind, name, network), fp,
+        lambda: _generation(cfg, ck, network, data) if kind == "generation" else _robustness(cfg, ck, data),
+        progress=progress, weight=probe_weight(cfg, recipe, kind),
+        label=f"{kind} probe: {name}" + (f" ({network})" if network else "") + f", {cfg.seeds} seeds")
     probe = dict(res.measure.get(kind, {}))
     if network:
         probe[network] = got

@@ -28,7 +28,7 @@ from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
 from encoderlab.study.plan import measure_weight, recipe_fingerprint, run_name
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
-from encoderlab.study.stages import Stages, fingerprint
+from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
 # Objective kinds with no network that scores a token at [MASK] (see the module docstring).
@@ -144,19 +144,14 @@ def prompt_run(cfg: StudyConfig, run: str, ck: str, recipe: PretrainConfig, task
 
     spec, data_dir = task_spec(task_ref(cfg, task), data)
     seeds = [0] if k == 0 else list(range(cfg.prompt_seeds))
-    key = f"prompt:{run}:{task}:k={k}"
     settings = cfg.prompt.to_dict()
     if k == 0:  # no training: the few-shot settings leave zero-shot scores as they are
         settings = {n: x for n, x in settings.items() if n not in FEW_SHOT_ONLY}
     fp = fingerprint(recipe_fingerprint(recipe), ck, spec.to_dict(), data_dir, settings, k, seeds)
-    got = stages.get(key, fp)
-    cached = got is not None
-    if got is None:
-        progress.stage(f"prompting {run} on {task}, " + ("zero-shot" if k == 0 else f"{k}-shot, {len(seeds)} seeds"))
-        got = _prompt(cfg, ck, spec, data_dir, k, seeds, data)
-        stages.put(key, fp, got)
-    progress.advance(prompt_weight(cfg, k), cached=cached)
-    return got
+    return stages.cached(
+        StageKey.prompt(run, task, k), fp, lambda: _prompt(cfg, ck, spec, data_dir, k, seeds, data),
+        progress=progress, weight=prompt_weight(cfg, k),
+        label=f"prompting {run} on {task}, " + ("zero-shot" if k == 0 else f"{k}-shot, {len(seeds)} seeds"))
 
 
 def _prompt(cfg: StudyConfig, ck: str, spec, data_dir, k: int, seeds: list[int], data: dict) -> dict:

@@ -30,7 +30,7 @@ from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.prompt import check_prompt_data, prompt_total_weight, run_prompting
 from encoderlab.study.results import Replica, StudyResults, VariantResult
-from encoderlab.study.stages import Stages, fingerprint
+from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
 
@@ -95,8 +95,6 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
 
 # ---- data ----------------------------------------------------------------------------------------
 def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
-    from encoderlab.data.corpus import CorpusConfig
-    from encoderlab.data.prepare import PrepareConfig, prepare
     from encoderlab.data.store import TokenStore
 
     if cfg.store:
@@ -106,9 +104,14 @@ def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress
     seed = cfg.base.trainer.seed
     key_fp = fingerprint(cfg.corpus, cfg.tokenizer, cfg.vocab_size, cfg.max_documents, seed,
                          *([cfg.doc_split] if cfg.doc_split != "blank_line" else []))  # older stages stay valid
-    done = stages.get("data", key_fp)
-    if done:
-        return done
+    return stages.cached(StageKey.data(), key_fp, lambda: _prepare(cfg, out, progress))
+
+
+def _prepare(cfg: StudyConfig, out: Path, progress: Progress) -> dict:
+    from encoderlab.data.corpus import CorpusConfig
+    from encoderlab.data.prepare import PrepareConfig, prepare
+
+    seed = cfg.base.trainer.seed
     data_dir = out / "data"
     corpus, demo_task = list(cfg.corpus), None
     if not corpus:
@@ -129,10 +132,8 @@ def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress
         train_tokenizer(_capped(Corpus(ccfg), cfg.max_documents), vocab_size=cfg.vocab_size, out=tok_dir)
     progress.stage("data: tokenizing into the token store")
     meta = prepare(PrepareConfig(corpus=ccfg, seed=seed, valid_fraction=0.05), tok_dir, data_dir / "store")
-    result = {"store": str(data_dir / "store"), "tokenizer": tok_dir, "demo_task": demo_task,
-              "tokens": meta["counts"]["train"]["tokens"]}
-    stages.put("data", key_fp, result)
-    return result
+    return {"store": str(data_dir / "store"), "tokenizer": tok_dir, "demo_task": demo_task,
+            "tokens": meta["counts"]["train"]["tokens"]}
 
 
 def _capped(it, n):
@@ -150,13 +151,10 @@ def task_baselines(cfg: StudyConfig, data: dict, stages: Stages, progress: Progr
     out = measure.task_baselines(cfg, data)
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}
     for task in cfg.tasks:
-        key, fp = f"bow:{task.name}", fingerprint(task.to_dict(), ft, data.get("glue_dir"), data.get("demo_task"))
-        got = stages.get(key, fp)
-        if got is None:
-            progress.stage(f"bag-of-words baseline on {task.name}")
-            got = measure.bow_baseline(task, cfg, data)
-            stages.put(key, fp, got)
-        out[task.name]["bow"] = got
+        fp = fingerprint(task.to_dict(), ft, data.get("glue_dir"), data.get("demo_task"))
+        out[task.name]["bow"] = stages.cached(StageKey.bow(task.name), fp,
+                                              lambda task=task: measure.bow_baseline(task, cfg, data),
+                                              progress=progress, label=f"bag-of-words baseline on {task.name}")
     return out
 
 
@@ -175,13 +173,11 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}
     tasks = {}
     for task in cfg.tasks:
-        key, fp = f"control:{task.name}", fingerprint("random", recipe.model.to_dict(), task.to_dict(), ft, cfg.seeds)
-        got = stages.get(key, fp)
-        if got is None:
-            progress.stage(f"random-init control ({name}'s architecture) on {task.name} ({cfg.seeds} seeds)")
-            got = measure.finetune_checkpoint(path, task, cfg, data, init="random")
-            stages.put(key, fp, got)
-        tasks[task.name] = got
+        fp = fingerprint("random", recipe.model.to_dict(), task.to_dict(), ft, cfg.seeds)
+        tasks[task.name] = stages.cached(
+            StageKey.control(task.name), fp, lambda task=task: measure.finetune_checkpoint(path, task, cfg, data,
+                                                                                         init="random"),
+            progress=progress, label=f"random-init control ({name}'s architecture) on {task.name} ({cfg.seeds} seeds)")
     out = {"variant": name, "tasks": tasks}
     if cfg.blimp:  # the same architecture from fresh weights, zero-shot
         import torch
@@ -191,17 +187,15 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
         from encoderlab.models.networks import build_model
         from encoderlab.study import blimp
 
-        key = "control:blimp"
-        fp = fingerprint("random", recipe.model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm)
-        got = stages.get(key, fp)
-        if got is None:
-            progress.stage(f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}")
+        def score_fresh() -> dict:
             torch.manual_seed(0)
             fresh = build_model(load_model(path).config).eval()
-            got = blimp.score(fresh, load_tokenizer(data["tokenizer"]),
-                              blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm))
-            stages.put(key, fp, got)
-        out["blimp"] = got
+            return blimp.score(fresh, load_tokenizer(data["tokenizer"]),
+                               blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm))
+
+        fp = fingerprint("random", recipe.model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm)
+        out["blimp"] = stages.cached(StageKey.control_blimp(), fp, score_fresh, progress=progress,
+                                     label=f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}")
     return out
 
 
@@ -216,12 +210,8 @@ def mlm_baselines(recipes: dict[str, PretrainConfig], stages: Stages, progress: 
                            data=first.data.replace(short_seq_len=None, short_seq_steps=0))  # held-out: full length
     data = {k: x for k, x in first.data.to_dict().items() if k not in ("short_seq_steps", "short_seq_len")}
     fp = fingerprint(data, first.trainer.seed)
-    got = stages.get("mlm_baselines", fp)
-    if got is None:
-        progress.stage("held-out baselines: unigram and bigram counts")
-        got = count_baselines(recipe)
-        stages.put("mlm_baselines", fp, got)
-    return got
+    return stages.cached(StageKey.mlm_baselines(), fp, lambda: count_baselines(recipe), progress=progress,
+                         label="held-out baselines: unigram and bigram counts")
 
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
@@ -237,7 +227,7 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
             run = run_name(v.name, seed)
             cks = measure.checkpoints_at(Path(recipes[run].trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)
             for u in finetune_units(cfg, v, recipes[run], cks, run, lrs_of(cfg, recipes[v.name], data)):
-                if stages.get(u.stage, u.fingerprint) is None:
+                if stages.get(_stage(u), u.fingerprint) is None:
                     todo.append(u)
                 else:
                     progress.advance(u.weight, cached=True)
@@ -245,7 +235,7 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
 
     def store(done: tuple[FinetuneUnit, dict]) -> None:
         u, r = done
-        stages.put(u.stage, u.fingerprint, r)
+        stages.put(_stage(u), u.fingerprint, r)
         progress.advance(u.weight)
         if jobs > 1:
             scores = ", ".join(f"{m} {s['median']:.3f} ± {s['std']:.3f}" for m, s in r["summary"].items())
@@ -263,6 +253,11 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
     launch.run_pool(_finetune_unit, [(u, cfg, data) for u in todo], jobs=jobs, threads=cfg.threads_per_job(jobs),
                     on_result=store, progress=progress,
                     describe=lambda n: f"fine-tuning: {n} of {len(todo)} checkpoint-task pairs done, {jobs} at once")
+
+
+def _stage(u: FinetuneUnit) -> StageKey:
+    """A fine-tuning's stage key (the same string as plan.py's FinetuneUnit.stage)."""
+    return StageKey.finetune(u.variant, u.key.task, u.key.fraction, u.key.unshared)
 
 
 def _finetune_unit(args: tuple) -> tuple[FinetuneUnit, dict]:
@@ -284,22 +279,18 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     run_dir = Path(recipe.trainer.run_dir)
     fp = recipe_fingerprint(recipe)
     res = VariantResult(name=v.name, spec=v.to_dict(), run_dir=str(run_dir),
-                        pretrain=stages.get(f"pretrain:{v.name}", fp),
+                        pretrain=stages.get(StageKey.pretrain(v.name), fp),
                         checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
                         curve=measure.read_metrics(run_dir / "metrics.jsonl"))
     for u in finetune_units(cfg, v, recipe, res.checkpoints, lrs=lrs_of(cfg, recipe, data)):
-        res.finetune[u.key] = stages.get(u.stage, u.fingerprint)  # finetune_all ran them
+        res.finetune[u.key] = stages.get(_stage(u), u.fingerprint)  # finetune_all ran them
     res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages, lrs_of(cfg, recipe, data), data,
                             progress) for seed in range(1, cfg.pretrain_seeds)]
 
-    key, mfp = f"measure:{v.name}", fingerprint(fp, cfg.minimal_pairs)
-    m = stages.get(key, mfp)
-    cached = m is not None
-    if m is None:
-        progress.stage(f"measure {v.name}: size, parameters, minimal pairs")
-        m = measure.measure_model(res.checkpoints[max(cfg.eval_fractions)].path, cfg, data)
-        stages.put(key, mfp, m)
-    progress.advance(measure_weight(cfg), cached=cached)
+    final = res.checkpoints[max(cfg.eval_fractions)].path
+    m = stages.cached(StageKey.measure(v.name), fingerprint(fp, cfg.minimal_pairs),
+                      lambda: measure.measure_model(final, cfg, data), progress=progress,
+                      label=f"measure {v.name}: size, parameters, minimal pairs", weight=measure_weight(cfg))
     res.measure = m
     if cfg.minimal_pairs != "off":
         res.measure = {**m, "zeroshot": zeroshot_curve(cfg, v, res, data, stages, fp, progress)}
@@ -320,14 +311,12 @@ def blimp_curve(cfg: StudyConfig, run: str, checkpoints: dict, data: dict, stage
 
     out, last = {}, max(checkpoints)
     for frac, ck in sorted(checkpoints.items()):
-        key = f"blimp:{run}@{frac:g}"
         cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm)
-        got = stages.get(key, cfp)
-        if got is None:
-            progress.stage(f"{blimp.label(cfg.blimp)} zero-shot: {run} at {frac:g} of the budget")
-            pairs = blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)
-            got = blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]), pairs)
-            stages.put(key, cfp, got)
+        got = stages.cached(
+            StageKey.blimp(run, frac), cfp,
+            lambda ck=ck: blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]),
+                                      blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)),
+            progress=progress, label=f"{blimp.label(cfg.blimp)} zero-shot: {run} at {frac:g} of the budget")
         if frac != last:
             got = {**got, "networks": {n: {k: x for k, x in r.items() if k != "correct"}
                                        for n, r in got["networks"].items()}}
@@ -355,7 +344,7 @@ def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig,
                   checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
                   curve=measure.read_metrics(run_dir / "metrics.jsonl"))
     for u in finetune_units(cfg, v, recipe, rep.checkpoints, run_name(v.name, seed), lrs):
-        rep.finetune[u.key] = stages.get(u.stage, u.fingerprint)
+        rep.finetune[u.key] = stages.get(_stage(u), u.fingerprint)
     if cfg.blimp and data is not None:  # the last checkpoint only: the paired comparisons read it
         last = max(rep.checkpoints)
         rep.measure["blimp"] = blimp_curve(cfg, run_name(v.name, seed), {last: rep.checkpoints[last]}, data, stages,
@@ -374,15 +363,13 @@ def zeroshot_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: d
     out = {}
     final = max(cfg.eval_fractions)
     for frac, ck in sorted(res.checkpoints.items()):
-        key, cfp = f"zeroshot:{v.name}@{frac:g}", fingerprint(fp, ck.path, cfg.minimal_pairs)
-        got = stages.get(key, cfp)
-        if got is None and frac == final and (res.measure or {}).get("minimal_pairs") is not None:
-            got = res.measure["minimal_pairs"]  # the measure stage scored this same checkpoint
-            stages.put(key, cfp, got)
-        if got is None:
+        def score(frac: float = frac, ck=ck) -> dict:
+            if frac == final and (res.measure or {}).get("minimal_pairs") is not None:
+                return res.measure["minimal_pairs"]  # the measure stage scored this same checkpoint
             progress.stage(f"zero-shot {v.name} at {frac:g} of the budget: minimal pairs")
-            got = measure.minimal_pairs(load_model(ck.path).eval(), cfg, data, ck.path)
-            stages.put(key, cfp, got)
+            return measure.minimal_pairs(load_model(ck.path).eval(), cfg, data, ck.path)
+
+        got = stages.cached(StageKey.zeroshot(v.name, frac), fingerprint(fp, ck.path, cfg.minimal_pairs), score)
         out[f"{frac:g}"] = {"flops": ck.flops, "step": ck.step, "minimal_pairs": got}
     return out
 
@@ -405,11 +392,8 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
         if encoders else ()
     key_fp = fingerprint({n: r.to_dict() for n, r in timed.items()}, finals, threads, cfg.latency,
                          cfg.speed_seconds, dtypes)
-    got = stages.get("speed", key_fp)
-    cached = got is not None
-    if got is None:
-        progress.stage(f"speed: every variant's training step{' and inference' if cfg.latency else ''}, "
-                       f"side by side")
+
+    def time_all() -> dict:
         before = torch.get_num_threads()
         torch.set_num_threads(threads or before)
         try:
@@ -417,10 +401,13 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
                    "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
             if encoders:
                 got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4, dtypes=dtypes)
+            return got
         finally:
             torch.set_num_threads(before)
-        stages.put("speed", key_fp, got)
-    progress.advance(measure_weight(cfg), cached=cached)
+
+    got = stages.cached(StageKey.speed(), key_fp, time_all, progress=progress, weight=measure_weight(cfg),
+                        label=f"speed: every variant's training step{' and inference' if cfg.latency else ''}, "
+                              f"side by side")
     for name, r in variants.items():
         if name in got["train"]:
             r.speed = {"threads": got["threads"], **got["train"][name]}
