@@ -26,6 +26,13 @@ class FinetuneConfig(TuneSettings):
     unpad: bool = False
     classifier_dropout: float = 0.1
     # max_train_examples: a fixed random subset (the same for every seed)
+    # Early stopping (off by default: it trains on fewer examples and stops at another step, so it
+    # changes scores): hold out a share of the training examples (the same for every seed), score
+    # them every early_stopping_every epochs, stop after early_stopping patience scorings without a
+    # gain and keep the best-scoring weights. docs/benchmarks.md, "Fine-tuning cost (issue 33)".
+    early_stopping: int = 0  # patience in scorings; 0: off
+    early_stopping_holdout: float = 0.1
+    early_stopping_every: float = 0.5
 
     def validate(self) -> None:
         super().validate()
@@ -33,6 +40,12 @@ class FinetuneConfig(TuneSettings):
             raise ConfigError(f"layer_decay must be in (0, 1], got {self.layer_decay}")
         if self.batch_size < 1 or self.max_length < 8:
             raise ConfigError("batch_size must be >= 1 and max_length >= 8")
+        if self.early_stopping < 0:
+            raise ConfigError(f"early_stopping is a patience in scorings, >= 0 (0: off), got {self.early_stopping}")
+        if not 0 < self.early_stopping_holdout < 1:
+            raise ConfigError(f"early_stopping_holdout must be in (0, 1), got {self.early_stopping_holdout}")
+        if not self.early_stopping_every > 0:
+            raise ConfigError(f"early_stopping_every must be > 0 epochs, got {self.early_stopping_every}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ Shape letters: B batch, T longest length in the batch, C labels.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +42,7 @@ from encoderlab.models.pairs import deployed, materialize_gdes
 from encoderlab.precision import autocast
 from encoderlab.runtime import resolve_runtime
 from encoderlab.tune import TuneLimits, default_learning_rate, epochs, fit, tune_param_groups
-from encoderlab.tune.data import check_vocab, collate, length_batches
+from encoderlab.tune.data import PaddedSet, check_vocab, collate, length_batches
 from encoderlab.tune.results import spread, versions
 
 # Older names, for callers outside eval/ (benchmarks/finetune_speed.py): the helpers are tune/'s.
@@ -120,10 +121,15 @@ def scores_of(spec: TaskSpec, logits: np.ndarray, examples: list[Example]) -> di
 def eval_scores(data: TaskData, cfg: FinetuneConfig, logits_of) -> dict[str, float]:
     """Every metric on every eval split (capped at cfg.max_eval_examples), the split's name as a
     prefix when there are several; logits_of(examples) gives their (N, C) logits."""
+    return split_scores(data, cfg, lambda split, exs: logits_of(exs))
+
+
+def split_scores(data: TaskData, cfg: FinetuneConfig, logits_of) -> dict[str, float]:
+    """:func:`eval_scores` with ``logits_of(split, examples)``: the split's name too."""
     scores = {}
     for split, exs in data.evals.items():
         exs = subset(exs, cfg.max_eval_examples)
-        s = scores_of(data.spec, logits_of(exs), exs)
+        s = scores_of(data.spec, logits_of(split, exs), exs)
         scores.update(s if len(data.evals) == 1 else {f"{split}_{k}": v for k, v in s.items()})
     return scores
 
@@ -139,11 +145,46 @@ def one_class_scores(data: TaskData, cfg: FinetuneConfig) -> list[float]:
             for c in range(data.num_labels)]
 
 
+@dataclasses.dataclass(frozen=True)
+class PreparedTask:
+    """A task tokenized and padded once for every seed of a :func:`finetune` call: the same for
+    every seed, so tokenizing it per seed was repeated work (:func:`prepare_task`)."""
+
+    max_length: int
+    train: list[Example]  # the capped training subset, less the early-stopping share
+    train_set: PaddedSet
+    heldout: list[Example]  # early stopping's share of the training subset (empty when off)
+    heldout_enc: list[Encoded]
+    evals: dict[str, list[Encoded]]  # each eval split's capped subset, encoded
+
+
+def prepare_task(tok: Tokenizer, data: TaskData, cfg: FinetuneConfig, positions: int) -> PreparedTask:
+    """Tokenize (and pad) ``data`` for a model with ``positions`` positions, as every seed sees it."""
+    max_length = min(cfg.max_length, positions)
+    train = subset(data.train, cfg.max_train_examples)
+    heldout: list[Example] = []
+    if cfg.early_stopping:
+        train, heldout = holdout_split(train, cfg.early_stopping_holdout)
+    evals = {split: _encode(tok, subset(exs, cfg.max_eval_examples), max_length) for split, exs in data.evals.items()}
+    return PreparedTask(max_length, train, PaddedSet(_encode(tok, train, max_length), tok.pad_id), heldout,
+                        _encode(tok, heldout, max_length), evals)
+
+
+def holdout_split(train: list[Example], share: float, seed: int = 0) -> tuple[list[Example], list[Example]]:
+    """(rest, held out): a seeded share of the examples (at least one, the same for every training
+    seed), both in the original order."""
+    n_held = min(len(train) - 1, max(1, round(share * len(train))))
+    held = set(np.random.default_rng(seed).permutation(len(train))[:n_held].tolist())
+    return [e for i, e in enumerate(train) if i not in held], [e for i, e in enumerate(train) if i in held]
+
+
 def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: FinetuneConfig, seed: int,
-               log=print, *, init: Init = "pretrained", status: Callable[[str], None] | None = None) -> dict:
+               log=print, *, init: Init = "pretrained", status: Callable[[str], None] | None = None,
+               prepared: PreparedTask | None = None) -> dict:
     """Fine-tune one copy of the pretrained encoder with one seed and score every eval split;
     ``init="random"``: the same architecture from fresh weights. ``status`` gets a line at every
-    tenth of the steps (step, share, examples/s, loss, ETA)."""
+    tenth of the steps (step, share, examples/s, loss, ETA). ``prepared``: the task already
+    tokenized by :func:`prepare_task` (a caller running several seeds tokenizes once)."""
     spec = data.spec
     torch.manual_seed(seed)
     device = resolve_device(cfg.device)
@@ -152,9 +193,8 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     runtime = resolve_runtime(cfg.precision, device, model.encoder.config)
     runtime.apply(model)
     precision = runtime.precision
-    train = subset(data.train, cfg.max_train_examples)
-    max_length = min(cfg.max_length, model.encoder.config.max_position_embeddings)
-    enc = _encode(tok, train, max_length)
+    p = prepared or prepare_task(tok, data, cfg, model.encoder.config.max_position_embeddings)
+    train, enc = p.train, p.train_set
     labels = torch.tensor([e.label for e in train], dtype=torch.float32 if spec.kind == "regression" else torch.long)
     labels = labels.to(device)
     lr = cfg.learning_rate or default_learning_rate(model.encoder.config.hidden_size)
@@ -164,7 +204,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
     tune = cfg.tune_config(lr=lr, limits=limits, device=device, precision=precision.precision,
                            layer_decay=cfg.layer_decay)
     rng = np.random.default_rng(seed)
-    lengths = [len(e.ids) for e in enc]
+    lengths = enc.lengths
     seen = 0
 
     def one_epoch():
@@ -174,7 +214,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
             yield idx
 
     def loss_fn(model: nn.Module, idx: np.ndarray) -> torch.Tensor:
-        batch = {k: v.to(device, non_blocking=True) for k, v in collate([enc[i] for i in idx], tok.pad_id).items()}
+        batch = {k: v.to(device, non_blocking=True) for k, v in enc.batch(idx).items()}  # collate's batch
         logits = model(**batch).float()  # (B, C)
         y = labels[torch.as_tensor(idx, device=device)]
         return F.mse_loss(logits[:, 0], y) if spec.kind == "regression" else F.cross_entropy(logits, y)
@@ -183,13 +223,17 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
         if status is not None and (step % max(1, total // 10) == 0 or step == total):
             status(_status_line(init, seed, step, total, seen, time.perf_counter() - t0, losses))
 
+    stopping = (_EarlyStopping(model, spec, p, cfg, total, tok.pad_id, precision.precision)
+                if cfg.early_stopping else None)
     t0 = time.perf_counter()
-    losses = fit(model, epochs(one_epoch), loss_fn, tune, on_step=on_step)
+    losses = fit(model, epochs(one_epoch), loss_fn, tune, on_step=on_step, stop=stopping)
+    if stopping is not None:
+        stopping.restore_best()
     train_time = time.perf_counter() - t0
     t1 = time.perf_counter()
-    scores = eval_scores(data, cfg, lambda exs: predict(model, _encode(tok, exs, max_length), tok.pad_id,
-                                                        cfg.eval_batch_size, precision.precision, cfg.bucket))
-    eval_n = sum(len(subset(exs, cfg.max_eval_examples)) for exs in data.evals.values())
+    scores = split_scores(data, cfg, lambda split, exs: predict(model, p.evals[split], tok.pad_id, cfg.eval_batch_size,
+                                                                precision.precision, cfg.bucket))
+    eval_n = sum(len(e) for e in p.evals.values())
     eval_time = time.perf_counter() - t1
     result = {
         "seed": seed, "scores": scores, "score": M.task_score(scores), "steps": total, "learning_rate": lr,
@@ -198,12 +242,48 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
         "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
         "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.attention,
         **({"init": init} if init != "pretrained" else {}),
+        **(stopping.record(len(losses)) if stopping is not None else {}),
     }
     log(f"  {'random init, ' if init == 'random' else ''}seed {seed}: "
         + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
         + f"  ({total} steps, {result['train_examples_per_s']:.0f} train ex/s, "
           f"{result['eval_examples_per_s']:.0f} eval ex/s)")
     return result
+
+
+class _EarlyStopping:
+    """``fit``'s stop: score the held-out share every ``cfg.early_stopping_every`` epochs (and at
+    the last step), keep the best weights, stop after ``cfg.early_stopping`` scorings without a gain."""
+
+    def __init__(self, model: nn.Module, spec: TaskSpec, p: PreparedTask, cfg: FinetuneConfig, total: int,
+                 pad_id: int, precision: str):
+        self.model, self.spec, self.p, self.cfg, self.total = model, spec, p, cfg, total
+        self.pad_id, self.precision = pad_id, precision
+        self.every = max(1, math.ceil(cfg.early_stopping_every * math.ceil(len(p.train) / cfg.batch_size)))
+        self.best, self.best_step, self.best_state, self.misses = -math.inf, 0, None, 0
+        self.history: list[tuple[int, float]] = []
+
+    def __call__(self, step: int) -> bool:
+        if step % self.every and step != self.total:
+            return False
+        logits = predict(self.model, self.p.heldout_enc, self.pad_id, self.cfg.eval_batch_size, self.precision)
+        self.model.train()  # predict left it in eval mode
+        score = M.task_score(scores_of(self.spec, logits, self.p.heldout))
+        self.history.append((step, score))
+        if score > self.best:  # a NaN score is never a gain
+            self.best, self.best_step, self.misses = score, step, 0
+            self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        else:
+            self.misses += 1
+        return self.misses >= self.cfg.early_stopping
+
+    def restore_best(self) -> None:
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+
+    def record(self, steps_run: int) -> dict:
+        return {"early_stopping": {"steps_run": steps_run, "best_step": self.best_step, "heldout_score": self.best,
+                                   "heldout": len(self.p.heldout), "history": self.history}}
 
 
 def _status_line(init: str, seed: int, step: int, total: int, seen: int, elapsed: float, losses: list) -> str:
@@ -241,7 +321,9 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
         log(f"  max_length {cfg.max_length} capped at the model's {positions} positions")
     if cfg.max_train_examples is not None or cfg.max_eval_examples is not None:
         log(f"  capped: {cfg.max_train_examples} train / {cfg.max_eval_examples} eval examples per split")
-    runs = [train_seed(pretrained, tok, data, cfg, s, log, init=init, status=status) for s in seed_list]
+    prepared = prepare_task(tok, data, cfg, positions)  # once for every seed (and the random control)
+    runs = [train_seed(pretrained, tok, data, cfg, s, log, init=init, status=status, prepared=prepared)
+            for s in seed_list]
     log(f"  precision {runs[0]['precision']} ({runs[0]['precision_reason']})")
     metric_names = list(runs[0]["scores"])
     summary = {k: spread([r["scores"][k] for r in runs]) for k in metric_names}
@@ -249,7 +331,8 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
     if data.split is not None:
         extra["split"] = data.split
     if random_control and init == "pretrained":
-        control = [train_seed(pretrained, tok, data, cfg, s, log, init="random", status=status) for s in seed_list]
+        control = [train_seed(pretrained, tok, data, cfg, s, log, init="random", status=status, prepared=prepared)
+                   for s in seed_list]
         rsummary = {k: spread([r["scores"][k] for r in control]) for k in metric_names}
         extra["random_control"] = {"seeds": control, "summary": rsummary,
                                    "score": spread([r["score"] for r in control])}

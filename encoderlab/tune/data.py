@@ -53,3 +53,32 @@ def check_vocab(tok: Tokenizer, model: nn.Module, where: str) -> None:
     if tok.vocab_size > V:
         raise ValueError(f"{where}: tokenizer has {tok.vocab_size} tokens but the model's vocabulary is {V}: "
                          "wrong tokenizer for this checkpoint?")
+
+
+class PaddedSet:
+    """Encoded examples padded once to the longest of them, so a batch is a slice rather than
+    per-example tensor copies: :meth:`batch` returns exactly what :func:`collate` returns for the
+    same examples (padded to the batch's own longest). Tokenize and pad a task once, then draw
+    every seed's batches from it.
+
+    Shape letters: N examples, L longest example.
+    """
+
+    def __init__(self, encoded: list[Encoded], pad_id: int):
+        self.lengths = np.array([len(e.ids) for e in encoded], dtype=np.int64)  # (N,)
+        L = int(self.lengths.max()) if len(encoded) else 1
+        self.ids = np.full((len(encoded), L), pad_id, dtype=np.int64)  # (N, L)
+        self.types = np.zeros_like(self.ids)
+        for i, e in enumerate(encoded):
+            self.ids[i, : len(e.ids)] = e.ids
+            self.types[i, : len(e.ids)] = e.type_ids
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, idx) -> dict[str, torch.Tensor]:
+        idx = np.asarray(idx)
+        T = int(self.lengths[idx].max())
+        ids = torch.from_numpy(self.ids[idx, :T])  # (B, T); fancy indexing copies, so the set is never written
+        mask = torch.from_numpy(np.arange(T)[None, :] < self.lengths[idx, None]).long()
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.from_numpy(self.types[idx, :T])}

@@ -26,13 +26,16 @@ B = TypeVar("B")
 
 def fit(model: nn.Module, batches: Iterable[B], loss_fn: Callable[[nn.Module, B], torch.Tensor], cfg: TuneConfig,
         *, groups: list[dict] | None = None,
-        on_step: Callable[[int, list[torch.Tensor]], None] | None = None) -> list[float]:
+        on_step: Callable[[int, list[torch.Tensor]], None] | None = None,
+        stop: Callable[[int], bool] | None = None) -> list[float]:
     """Train ``model`` in place for ``cfg.limits.steps`` steps, one batch each; the loss of every step.
 
     ``groups``: AdamW parameter groups (default :func:`tune_param_groups`: layer-wise decay, no
     weight decay on vectors); a group without ``lr`` takes ``cfg.optim.lr`` and one without
     ``weight_decay`` takes ``cfg.optim.weight_decay``. ``on_step(step, losses)`` is called after
-    every step (1-based) with the detached losses so far: reading them syncs the device.
+    every step (1-based) with the detached losses so far: reading them syncs the device. ``stop(step)``,
+    called after ``on_step``, ends training early when it returns True (early stopping): the
+    schedule stays the one of ``cfg.limits.steps`` steps, and the losses returned are the steps run.
     """
     o = cfg.optim
     total = cfg.limits.steps
@@ -64,6 +67,8 @@ def fit(model: nn.Module, batches: Iterable[B], loss_fn: Callable[[nn.Module, B]
         losses.append(loss.detach())  # no host sync per step (it would stall a GPU)
         if on_step is not None:
             on_step(step + 1, losses)
+        if stop is not None and stop(step + 1):
+            break
     return torch.stack(losses).float().cpu().tolist()
 
 
