@@ -21,6 +21,17 @@ from dataclasses import asdict, dataclass, field
 from encoderlab.study import stats
 from encoderlab.study.config import ClaimRoles
 from encoderlab.study.judge import Comparison, Judge, combined, summary_compare
+from encoderlab.study.metrics import (
+    EVAL_COPY_PROBABILITY,
+    EVAL_COPY_PROBABILITY_REPLACED,
+    EVAL_GEN_ACCURACY,
+    EVAL_MLM_ACCURACY,
+    EVAL_MLM_MASKED_ACCURACY,
+    EVAL_MLM_MASKED_SOFTMAX_ACCURACY,
+    LATENCY_MS,
+    PEAK_MEMORY_MB,
+    TOKENS_PER_S,
+)
 from encoderlab.study.published import compute_ratio, published
 from encoderlab.study.results import VariantResult
 
@@ -71,9 +82,9 @@ def steady_train(res: VariantResult) -> dict:
     first = recs[0].get("threads") if recs else None
     at_start = [r for r in recs if r.get("threads") == first]
     tail = at_start[len(at_start) // 2:] or at_start
-    tps = (res.speed["tokens_per_s"] if res.speed is not None
-           else statistics.median(r["tokens_per_s"] for r in tail) if tail else float("nan"))
-    return {"tokens_per_s": tps, "peak_memory_mb": max((r["peak_memory_mb"] for r in recs), default=float("nan"))}
+    tps = (res.speed[TOKENS_PER_S] if res.speed is not None
+           else statistics.median(r[TOKENS_PER_S] for r in tail) if tail else float("nan"))
+    return {TOKENS_PER_S: tps, PEAK_MEMORY_MB: max((r[PEAK_MEMORY_MB] for r in recs), default=float("nan"))}
 
 
 def plateau_accuracy(res: VariantResult) -> float | None:
@@ -93,9 +104,9 @@ def plateau_metric(res: VariantResult, ev: dict) -> float | None:
     objective = res.objective()
     if objective.get("variant") == "all_tokens_mlm":
         if objective.get("copy_mechanism"):
-            return ev.get("eval_mlm_masked_softmax_accuracy")
-        return ev.get("eval_mlm_masked_accuracy")
-    return ev.get("eval_mlm_accuracy", ev.get("eval_gen_accuracy"))
+            return ev.get(EVAL_MLM_MASKED_SOFTMAX_ACCURACY)
+        return ev.get(EVAL_MLM_MASKED_ACCURACY)
+    return ev.get(EVAL_MLM_ACCURACY, ev.get(EVAL_GEN_ACCURACY))
 
 
 def left_plateau(res: VariantResult, baselines: dict | None) -> bool | None:
@@ -125,8 +136,8 @@ def latency(j: Judge, r: ClaimRoles) -> Claim:
     c = Claim(2, "ALBERT's inference is no faster than BERT's at the same spec (sharing saves no computation)",
               "not run", note="holds when no setting is more than 10% faster for ALBERT", kind=SANITY)
     v = j.v
-    if r.bert in v and r.albert in v and "latency_ms" in v[r.bert].measure:
-        lb, la = v[r.bert].measure["latency_ms"], v[r.albert].measure["latency_ms"]
+    if r.bert in v and r.albert in v and LATENCY_MS in v[r.bert].measure:
+        lb, la = v[r.bert].measure[LATENCY_MS], v[r.albert].measure[LATENCY_MS]
         ratios = {k: la[k] / lb[k] for k in lb if k in la}
         c.verdict = _verdict(min(ratios.values()) > 0.9)
         c.numbers = {f"albert/bert latency {k}": x for k, x in ratios.items()}
@@ -146,9 +157,9 @@ def training_speed(j: Judge, r: ClaimRoles) -> Claim:
     gains = []
     for bn, an in pairs:
         tb, ta = steady_train(v[bn]), steady_train(v[an])
-        gains.append(ta["tokens_per_s"] / tb["tokens_per_s"] - 1)
+        gains.append(ta[TOKENS_PER_S] / tb[TOKENS_PER_S] - 1)
         c.numbers[f"{an} speed gain"] = gains[-1]
-        c.numbers[f"{an} memory saving"] = 1 - ta["peak_memory_mb"] / tb["peak_memory_mb"]
+        c.numbers[f"{an} memory saving"] = 1 - ta[PEAK_MEMORY_MB] / tb[PEAK_MEMORY_MB]
     c.verdict = _verdict(max(gains) < 0.3)
     return c
 
@@ -282,10 +293,10 @@ def all_tokens(j: Judge, r: ClaimRoles) -> Claim:
     c.verdict = "inconclusive" if g.verdict != "holds" else half.verdict
     copy = j.v[r.all_tokens_mlm].objective().get("copy_mechanism")
     ev = j.v[r.all_tokens_mlm].final_eval()
-    for label, key in (("All-Tokens-MLM held-out accuracy at the masked positions", "eval_mlm_masked_accuracy"),
-                       ("... its softmax's alone (the copy gate aside)", "eval_mlm_masked_softmax_accuracy"),
-                       ("its copy gate's D over every token", "eval_copy_probability"),
-                       ("... where the input was replaced (copying is wrong)", "eval_copy_probability_replaced")):
+    for label, key in (("All-Tokens-MLM held-out accuracy at the masked positions", EVAL_MLM_MASKED_ACCURACY),
+                       ("... its softmax's alone (the copy gate aside)", EVAL_MLM_MASKED_SOFTMAX_ACCURACY),
+                       ("its copy gate's D over every token", EVAL_COPY_PROBABILITY),
+                       ("... where the input was replaced (copying is wrong)", EVAL_COPY_PROBABILITY_REPLACED)):
         if key in ev:
             c.numbers[label] = ev[key]
     c.note = ("inconclusive unless ELECTRA's gain over BERT clears its interval; All-Tokens-MLM "
@@ -301,8 +312,8 @@ def generator_is_weaker_mlm(j: Judge, r: ClaimRoles) -> Claim:
         return c
     mb, me = v[r.bert].measure.get("minimal_pairs", {}), v[r.electra].measure["minimal_pairs"]
     eb, ee = v[r.bert].final_eval(), v[r.electra].final_eval()
-    c.numbers = {"bert MLM accuracy (held-out)": eb.get("eval_mlm_accuracy"),
-                 "generator MLM accuracy (held-out)": ee.get("eval_gen_accuracy"),
+    c.numbers = {"bert MLM accuracy (held-out)": eb.get(EVAL_MLM_ACCURACY),
+                 "generator MLM accuracy (held-out)": ee.get(EVAL_GEN_ACCURACY),
                  "minimal pairs: bert (PLL)": mb.get("mlm", {}).get("accuracy"),
                  "minimal pairs: generator (PLL)": me.get("generator", {}).get("accuracy"),
                  "minimal pairs: discriminator (log P(original))": me.get("discriminator", {}).get("accuracy")}

@@ -28,6 +28,7 @@ from encoderlab.study import stats
 from encoderlab.study.claims import Claim, _diff, _ran
 from encoderlab.study.config import ClaimRoles
 from encoderlab.study.judge import Comparison, Judge, combined
+from encoderlab.study.metrics import EVAL_CLM_ACCURACY, EVAL_MLM_ACCURACY
 
 # What each paper reported (read from its abstract; no figure where none was recorded), as
 # study/published.py's PUBLISHED gives it for claims 1-14.
@@ -152,7 +153,7 @@ def _held_out(j: Judge, names: dict[str, str]) -> dict[str, float]:
     out = {}
     for label, name in names.items():
         ev = j.v[name].final_eval() if name in j.v else {}
-        for key, what in (("eval_clm_accuracy", "next-token"), ("eval_mlm_accuracy", "masked-token")):
+        for key, what in ((EVAL_CLM_ACCURACY, "next-token"), (EVAL_MLM_ACCURACY, "masked-token")):
             if key in ev:
                 out[f"{label} {what} accuracy (held-out)"] = ev[key]
     return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from encoderlab.study.metrics import TOKENS_PER_S
+
 BUILTIN = Path(__file__).resolve().parent / "builtin"
 
 
@@ -85,7 +87,7 @@ def print_summary(report: dict) -> None:
     print("\nvariant            params    tokens/s   downstream (median ± std)")
     for name, r in StudyResults.from_json(report).variants.items():
         fs = r.final_score()
-        tps = steady_train(r)["tokens_per_s"]
+        tps = steady_train(r)[TOKENS_PER_S]
         print(f"{name:<18}{r.measure['params_encoder'] / 1e6:6.2f}M  {tps:9.0f}   "
               + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–"))
     print("\nclaims:")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from encoderlab.study.claims import Claim, plateau_metric
+from encoderlab.study.metrics import FLOPS
 from encoderlab.study.results import VariantResult
 
 # Verdict colours: a reader sees at a glance which rows decide and how.
@@ -109,4 +110,4 @@ def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: P
 
 
 def _curve(r: VariantResult) -> list[tuple[float, float]]:
-    return [(e["flops"], acc) for e in r.curve["eval"] if (acc := plateau_metric(r, e)) is not None and "flops" in e]
+    return [(e[FLOPS], acc) for e in r.curve["eval"] if (acc := plateau_metric(r, e)) is not None and FLOPS in e]

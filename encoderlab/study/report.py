@@ -16,6 +16,15 @@ from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.judge import task_signal
 from encoderlab.study.measure import one_class
+from encoderlab.study.metrics import (
+    EVAL_DISC_AUC,
+    EVAL_GEN_LOSS,
+    EVAL_MLM_LOSS,
+    FLOPS,
+    LATENCY_MS,
+    PEAK_MEMORY_MB,
+    TOKENS_PER_S,
+)
 from encoderlab.study.plan import per_family_settings
 from encoderlab.study.plots import claim_curves, flops_axis, forest_plot
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
@@ -38,7 +47,7 @@ def environment() -> dict:
 
 
 def _eval_loss(rec: dict) -> float | None:
-    return rec.get("eval_mlm_loss", rec.get("eval_gen_loss"))
+    return rec.get(EVAL_MLM_LOSS, rec.get(EVAL_GEN_LOSS))
 
 
 def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
@@ -57,7 +66,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     style = {n: {"color": cmap(i % 20), "marker": "os^Dv"[i % 5]} for i, n in enumerate(V)}
 
     # The discriminator panel only when some variant has one: an empty axis reads as a failed run.
-    has_disc = any("eval_disc_auc" in e for r in V.values() for e in r.curve["eval"])
+    has_disc = any(EVAL_DISC_AUC in e for r in V.values() for e in r.curve["eval"])
     fig, ax = plt.subplots(1, 1 + has_disc, figsize=(11 if has_disc else 6.5, 4), squeeze=False)
     ax = ax[0]
     for name, r in V.items():
@@ -65,11 +74,11 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
         if ev:
             # All-Tokens-MLM's loss averages over every token, copies included: not comparable.
             every = r.objective().get("variant") == "all_tokens_mlm"
-            ax[0].plot([e["flops"] for e in ev], [_eval_loss(e) for e in ev],
+            ax[0].plot([e[FLOPS] for e in ev], [_eval_loss(e) for e in ev],
                        label=name + (" (over every token)" if every else ""), **style[name])
-        auc = [e for e in r.curve["eval"] if "eval_disc_auc" in e]
+        auc = [e for e in r.curve["eval"] if EVAL_DISC_AUC in e]
         if auc:
-            ax[1].plot([e["flops"] for e in auc], [e["eval_disc_auc"] for e in auc], label=name, **style[name])
+            ax[1].plot([e[FLOPS] for e in auc], [e[EVAL_DISC_AUC] for e in auc], label=name, **style[name])
     ax[0].set(ylabel="held-out MLM loss (ELECTRA: generator)", title="Held-out MLM loss")
     if has_disc:
         ax[1].set(ylabel="discriminator ROC AUC", title="ELECTRA discriminators")
@@ -81,7 +90,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     if any("zeroshot" in r.measure for r in V.values()):
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for name, r in V.items():
-            ev = [(e["flops"], acc) for e in r.curve["eval"] if (acc := plateau_metric(r, e)) is not None]
+            ev = [(e[FLOPS], acc) for e in r.curve["eval"] if (acc := plateau_metric(r, e)) is not None]
             if ev:
                 ax[0].plot(*zip(*ev), label=name, **style[name])
             zs = sorted(r.measure.get("zeroshot", {}).values(), key=lambda z: z["flops"])
@@ -124,15 +133,15 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
 
     names = list(V)
     fig, ax = plt.subplots(1, 3, figsize=(13, 4))
-    tps = [steady_train(V[n])["tokens_per_s"] for n in names]
-    mem = [steady_train(V[n])["peak_memory_mb"] for n in names]
+    tps = [steady_train(V[n])[TOKENS_PER_S] for n in names]
+    mem = [steady_train(V[n])[PEAK_MEMORY_MB] for n in names]
     colors = [style[n]["color"] for n in names]
     ax[0].bar(names, tps, color=colors)
     ax[0].set(title="training throughput", ylabel="tokens/s")
     ax[1].bar(names, mem, color=colors)
     ax[1].set(title="training peak memory",
               ylabel="MB (" + ("CUDA allocator peak" if _gpu_memory(V) else "process max RSS") + ")")
-    lat = [V[n].measure.get("latency_ms", {}) for n in names]
+    lat = [V[n].measure.get(LATENCY_MS, {}) for n in names]
     if lat and lat[0]:
         import numpy as np
 
@@ -269,7 +278,7 @@ def _speed_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     text = (f"This run's setting: {cfg.pretrain_jobs} pretraining(s) at once, "
             + (f"{threads} thread(s) each. " if threads else "torch's default threads. "))
     timed = [n for n, r in V.items() if r.speed is not None]
-    lat = any("latency_ms" in r.measure for r in V.values())
+    lat = any(LATENCY_MS in r.measure for r in V.values())
     if timed:
         sp = V[timed[0]].speed
         what = "Training tokens/s" + (" and inference latency" if lat else "")
@@ -459,17 +468,17 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
         last = max(r.checkpoints.values(), key=lambda c: c.flops)
         left = {True: "yes", False: "no", None: "–"}[left_plateau(r, base)]
         lines.append(f"| {name} | {m['params_encoder'] / 1e6:.2f}M | {m['checkpoint_mb']:.1f} | {last.step} | "
-                     f"{st['tokens_per_s']:.0f} | {st['peak_memory_mb']:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
-                     f"{_fmt(ev.get('eval_disc_auc'))} | "
+                     f"{st[TOKENS_PER_S]:.0f} | {st[PEAK_MEMORY_MB]:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
+                     f"{_fmt(ev.get(EVAL_DISC_AUC))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
     lines += [""] + _task_table(V, results.baselines, results.controls)
     lines += _blimp_table(V, results.controls)
-    lat_keys = sorted(next(iter(V.values())).measure.get("latency_ms", {}))
+    lat_keys = sorted(next(iter(V.values())).measure.get(LATENCY_MS, {}))
     where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"
     lines += [f"Inference latency (ms, sequence 128, {where}):", "", "| variant | " + " | ".join(lat_keys) + " |",
               "|---|" + "---|" * len(lat_keys)]
     for name, r in V.items():
-        lat = r.measure.get("latency_ms", {})
+        lat = r.measure.get(LATENCY_MS, {})
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
     lines += [""] + _claims_section(claims, task_signal(V, results.controls))
     lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]

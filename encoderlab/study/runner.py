@@ -15,6 +15,7 @@ from pathlib import Path
 
 from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, VariantSpec
+from encoderlab.study.metrics import LATENCY_MS
 from encoderlab.study.plan import (
     FinetuneUnit,
     check_tasks,
@@ -400,7 +401,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
             got = {"threads": torch.get_num_threads(), "rounds": speed.ROUNDS,
                    "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
             if encoders:
-                got["latency_ms"] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4, dtypes=dtypes)
+                got[LATENCY_MS] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4, dtypes=dtypes)
             return got
         finally:
             torch.set_num_threads(before)
@@ -411,5 +412,5 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
     for name, r in variants.items():
         if name in got["train"]:
             r.speed = {"threads": got["threads"], **got["train"][name]}
-        if "latency_ms" in got:
-            r.measure = {**r.measure, "latency_ms": got["latency_ms"][name], "latency_threads": got["threads"]}
+        if LATENCY_MS in got:
+            r.measure = {**r.measure, LATENCY_MS: got[LATENCY_MS][name], "latency_threads": got["threads"]}

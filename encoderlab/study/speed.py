@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from encoderlab.runtime import resolve_runtime
+from encoderlab.study.metrics import TOKENS_PER_S
 
 ROUNDS = 5
 
@@ -64,7 +65,7 @@ def training_speed(recipes: dict, *, rounds: int = ROUNDS, seconds: float = 2.0)
         trainers.clear()  # every variant's model and optimizer state: freed before what comes next
         tr = None  # noqa: F841 (the loop's last reference)
         gc.collect()
-    return {name: {"tokens_per_s": max(r), "rounds": r, "device": devices[name]} for name, r in rates.items()}
+    return {name: {TOKENS_PER_S: max(r), "rounds": r, "device": devices[name]} for name, r in rates.items()}
 
 
 def latency_precisions(precision: str, configs: list) -> tuple[str, ...]:
