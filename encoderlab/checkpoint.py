@@ -12,6 +12,8 @@ transformers equivalent:
 An ELECTRA generator/discriminator pair is two such directories, ``generator/`` and
 ``discriminator/``, under one ``encoderlab.yaml``; with gdes sharing the discriminator's exported
 tables are E_G + delta and ``extra.safetensors`` keeps each delta itself so training resumes exactly.
+A pair is written and read through its own methods (models/pairs.py: networks, network_states,
+extra_state, load_networks); this module never asks which kind of pair it holds.
 Variants with no transformers equivalent (pre-LN, a BERT with shared layers, ALBERT with only
 attention or only FFN shared, a BERT with factorized embeddings) are stored under encoderlab's own
 names (``weights: native``) and no config.json; ``export_hf`` refuses them with the reason.
@@ -42,10 +44,11 @@ from encoderlab.errors import EncoderlabError
 from encoderlab.interop import hf
 from encoderlab.models.build import build_model, unshare
 from encoderlab.models.config import ModelConfig
-from encoderlab.models.pairs import SHARED_TABLES, ElectraPair, gdes_deltas, gdes_tables, materialize_gdes
+from encoderlab.models.pairs import Pair, materialized_state
 
 META = "encoderlab.yaml"
 WEIGHTS = "model.safetensors"
+EXTRA = "extra.safetensors"  # a pair's extra_state (its exact gdes deltas)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
                    "spiece.model", "encoderlab_tokenizer.json")
 FORMAT_VERSION = 1
@@ -66,23 +69,19 @@ def save_model(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path 
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     files: dict[str, str] = {}
-    if isinstance(model, ElectraPair):
-        weights = {}
-        gen_cfg = cfg.with_head("mlm", encoder=cfg.generator, generator=None)
-        disc_cfg = cfg.with_head("discriminator", generator=None)
-        weights["generator"] = _save_network(model.generator.state_dict(), gen_cfg, tmp, "generator/", files)
-        disc_state = _materialized_state(model.discriminator)
-        weights["discriminator"] = _save_network(disc_state, disc_cfg, tmp, "discriminator/", files)
-        if cfg.embedding_sharing == "gdes":
-            deltas = {f"discriminator.{n}.delta": t.delta.detach().contiguous()
-                      for n, t in gdes_tables(model.discriminator.encoder.embeddings).items()}
-            save_file(deltas, tmp / "extra.safetensors")
-            files["extra.safetensors"] = _sha256(tmp / "extra.safetensors")
-        for sub in ("generator", "discriminator"):
+    if isinstance(model, Pair):
+        states = model.network_states()
+        weights = {name: _save_network(states[name], ncfg, tmp, f"{name}/", files)
+                   for name, (ncfg, _) in model.networks().items()}
+        extra = model.extra_state()
+        if extra:
+            save_file({k: v.detach().to("cpu").contiguous() for k, v in extra.items()}, tmp / EXTRA)
+            files[EXTRA] = _sha256(tmp / EXTRA)
+        for sub in weights:
             _copy_tokenizer(tokenizer_dir, tmp / sub)
     else:
         # A network with gdes tables (an MLM ablation's MLM) is written with its effective tables.
-        state = _materialized_state(model) if hasattr(model, "encoder") else model.state_dict()
+        state = materialized_state(model) if hasattr(model, "encoder") else model.state_dict()
         weights = {"": _save_network(state, cfg, tmp, "", files)}
     _copy_tokenizer(tokenizer_dir, tmp)
     for name, data in (extra_files or {}).items():
@@ -106,11 +105,6 @@ def _save_network(state: dict, cfg: ModelConfig, root: Path, sub: str, files: di
     save_file(tensors, d / WEIGHTS, metadata={"format": "pt"})
     files[sub + WEIGHTS] = _sha256(d / WEIGHTS)
     return kind
-
-
-def _materialized_state(net: nn.Module) -> dict:
-    """A network's state with its GDES tables (if any) written as plain tables E_G + delta."""
-    return materialize_gdes(net.state_dict(), net.encoder.embeddings, "encoder.embeddings.")
 
 
 def _dedupe(state: dict) -> dict:
@@ -260,20 +254,10 @@ def load_model(path: str | Path, *, verify: bool = True) -> nn.Module:
                 raise CheckpointError(f"{path}: {rel} is missing (truncated checkpoint?)")
             if _sha256(f) != digest:
                 raise CheckpointError(f"{path}: {rel} does not match its recorded sha256: corrupt checkpoint")
-    if isinstance(model, ElectraPair):
-        gen_cfg = cfg.with_head("mlm", encoder=cfg.generator, generator=None)
-        disc_cfg = cfg.with_head("discriminator", generator=None)
-        gen = _read_network(path / "generator", gen_cfg, _weights_kind(meta, path, "generator"))
-        model.generator.load_state_dict(gen)
-        disc = _read_network(path / "discriminator", disc_cfg, _weights_kind(meta, path, "discriminator"))
-        if cfg.embedding_sharing == "gdes":
-            extra = _load_safetensors(path / "extra.safetensors")
-            # Checkpoints written before the position and token-type tables were disentangled shared
-            # them plainly: without a saved delta, it is the (zero) difference from the generator's.
-            exact = {n: extra[f"discriminator.{n}.delta"] for n in SHARED_TABLES if f"discriminator.{n}.delta" in extra}
-            gdes_deltas(disc, model.discriminator.encoder.embeddings, "encoder.embeddings.", exact)
-        # Shared tables load twice with equal values; strict loading still checks every name.
-        model.discriminator.load_state_dict(disc)
+    if isinstance(model, Pair):
+        states = {name: _read_network(path / name, ncfg, _weights_kind(meta, path, name))
+                  for name, (ncfg, _) in model.networks().items()}
+        model.load_networks(states, _load_safetensors(path / EXTRA) if model.extra_state() else {})
     else:
         model.load_state_dict(_read_network(path, cfg, _weights_kind(meta, path, "")))
     return model
@@ -390,8 +374,7 @@ def export_hf(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path |
     A gdes discriminator is exported with its effective tables E_G + delta.
     """
     cfg = model.config
-    nets = [cfg.with_head("mlm", encoder=cfg.generator, generator=None), cfg.with_head("discriminator")] if (
-        isinstance(model, ElectraPair)) else [cfg]
+    nets = [c for c, _ in model.networks().values()] if isinstance(model, Pair) else [cfg]
     notes = []
     if any(_sharing_not_exportable(c) for c in nets):
         model = unshare(copy.deepcopy(model))
@@ -401,7 +384,7 @@ def export_hf(model: nn.Module, path: str | Path, *, tokenizer_dir: str | Path |
         hf.check_exportable(c)
     out = save_model(model, path, tokenizer_dir=tokenizer_dir)
     (out / META).unlink()
-    (out / "extra.safetensors").unlink(missing_ok=True)
+    (out / EXTRA).unlink(missing_ok=True)
     return notes
 
 

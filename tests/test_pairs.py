@@ -102,3 +102,33 @@ def test_unshare_of_an_mlm_pair_keeps_outputs_and_sharing():
     torch.testing.assert_close(pair.mlm(ids).logits, before, atol=0, rtol=0)
     assert pair.mlm.encoder.embeddings.word_embeddings is pair.generator.encoder.embeddings.word_embeddings
 
+
+
+def _perturbed(pair):
+    with torch.no_grad():
+        for p in pair.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return pair
+
+
+@pytest.mark.parametrize("kind", [ElectraPair, MLMPair])
+def test_a_pair_saves_and_restores_itself_under_the_names_checkpoints_already_use(kind):
+    """networks/network_states/extra_state/load_networks: what checkpoint.py and train/state.py call
+    for either kind; the extra-state names are those of extra.safetensors (ELECTRA) and of the
+    trainer state (the MLM ablations), so checkpoints written before still load."""
+    torch.manual_seed(0)
+    args = {"copy_gate": True} if kind is MLMPair else {}
+    src = _perturbed(kind(_electra("gdes"), **args))
+    assert list(src.networks()) == ["generator", kind.MAIN]
+    extra = src.extra_state()
+    deltas = {kind.DELTA.format(n) for n in SHARED_TABLES}
+    expected = {"discriminator.word_embeddings.delta"} if kind is ElectraPair else {"mlm_gdes.word_embeddings"}
+    assert expected <= set(extra) and set(extra) - {"copy_gate.weight", "copy_gate.bias"} <= deltas
+    if kind is MLMPair:
+        assert {"copy_gate.weight", "copy_gate.bias"} <= set(extra)
+    states = src.network_states()
+    assert not any(k.endswith(".delta") for s in states.values() for k in s)  # plain tables, as transformers has
+    dst = kind(_electra("gdes"), **args)
+    dst.load_networks(states, extra)
+    for k, v in src.state_dict().items():
+        assert torch.equal(v, dst.state_dict()[k]), k  # each delta exactly, not E_G + delta - E_G

@@ -15,6 +15,8 @@ Shape letters: V vocabulary (or positions, token types), E embedding width.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -28,21 +30,68 @@ SHARED_TABLES = ("word_embeddings", "position_embeddings", "token_type_embedding
 
 
 class Pair(nn.Module):
-    """A generator and the main network trained on its samples (see the subclasses)."""
+    """A generator and the main network trained on its samples (see the subclasses).
+
+    A pair saves and restores itself through four methods that checkpoint.py and train/state.py
+    call for either kind: :meth:`networks` (each network with the config it is saved under, by
+    directory name), :meth:`network_states` (their weights, GDES tables written as plain tables),
+    :meth:`extra_state` (what those weights do not hold exactly: each GDES delta, a copy gate) and
+    :meth:`load_networks` (the inverse). Where a checkpoint puts them is one class attribute,
+    ``MAIN_AT_ROOT`` (see MLMPair); the names are those of checkpoints already saved."""
 
     config: ModelConfig
     generator: MaskedLM
+    MAIN: ClassVar[str]  # the main network's attribute: its state-dict prefix and checkpoint directory
+    DELTA: ClassVar[str]  # extra_state's name of the main network's exact GDES delta of table {}
+    # False: a checkpoint holds the pair (its networks in generator/ and MAIN/, extra_state in
+    # extra.safetensors). True: it holds the main network at its root, a plain network that loads
+    # alone, the generator in generator/, extra_state in the trainer's state (train/state.py).
+    MAIN_AT_ROOT: ClassVar[bool] = False
 
     @property
     def main(self) -> nn.Module:
-        raise NotImplementedError
+        return getattr(self, self.MAIN)
 
     def share_embeddings(self) -> None:
         share_embeddings(self.generator, self.main, self.config.embedding_sharing)
 
+    def networks(self) -> dict[str, tuple[ModelConfig, nn.Module]]:
+        """The generator and the main network, by directory name, each with the config it is saved
+        under (the generator's holds its own encoder)."""
+        cfg = self.config
+        return {"generator": (cfg.with_head("mlm", encoder=cfg.generator, generator=None), self.generator),
+                self.MAIN: (self.main.config, self.main)}
+
+    def network_states(self) -> dict[str, dict]:
+        """Each network's weights as saved: GDES tables as plain tables E_G + delta."""
+        return {name: materialized_state(net) for name, (_, net) in self.networks().items()}
+
+    def extra_state(self) -> dict[str, torch.Tensor]:
+        """What the saved weights do not hold exactly: each GDES delta of the main network (E_G +
+        delta - E_G would round)."""
+        return {self.DELTA.format(n): t.delta.detach() for n, t in gdes_tables(self.main.encoder.embeddings).items()}
+
+    def load_networks(self, states: dict[str, dict], extra: dict[str, torch.Tensor]) -> None:
+        """Load what network_states and extra_state gave (``extra`` may hold other tensors too).
+        A plain table of a GDES one becomes its delta over the generator's: the saved delta where
+        ``extra`` has it, else w - E_G (checkpoints written before the position and token-type
+        tables were disentangled shared them plainly: their delta is that zero difference)."""
+        self.generator.load_state_dict(states["generator"])
+        exact = {n: extra[k] for n in SHARED_TABLES if (k := self.DELTA.format(n)) in extra}
+        # Shared tables load twice with equal values; strict loading still checks every name.
+        self.main.load_state_dict(gdes_deltas(states[self.MAIN], self.main.encoder.embeddings,
+                                              "encoder.embeddings.", exact))
+
+    def pretraining_devices(self) -> dict[str, nn.Module]:
+        """Trained parts outside both networks (saved in extra_state only): none here."""
+        return {}
+
 
 class ElectraPair(Pair):
-    """ELECTRA's generator (a small MLM) and discriminator (RTD), with embedding sharing."""
+    """ELECTRA's generator (a small MLM) and discriminator (RTD), with embedding sharing. Its
+    checkpoint holds the pair: generator/, discriminator/ and the exact deltas in extra.safetensors."""
+
+    MAIN, DELTA = "discriminator", "discriminator.{}.delta"
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -50,10 +99,6 @@ class ElectraPair(Pair):
         self.generator = MaskedLM(cfg.with_head("mlm", generator=None), encoder_cfg=cfg.generator)
         self.discriminator = Discriminator(cfg.with_head("discriminator", generator=None))
         self.share_embeddings()
-
-    @property
-    def main(self) -> Discriminator:
-        return self.discriminator
 
 
 class MLMPair(Pair):
@@ -65,7 +110,14 @@ class MLMPair(Pair):
 
     ``copy_gate``: All-Tokens-MLM's copy mechanism, a linear read-out of the MLM's last hidden
     state giving each token's copy logit (D = sigmoid of it; encoderlab.objectives.rtd). A
-    pretraining device like the generator: it is not part of the deployed MLM."""
+    pretraining device like the generator: it is not part of the deployed MLM.
+
+    Its checkpoint is the MLM (MAIN_AT_ROOT): fine-tuning, export and evaluation load it as a plain
+    MaskedLM; the generator is in generator/, the exact deltas (mlm_gdes.*) and the copy gate
+    (copy_gate.*) in the trainer's state."""
+
+    MAIN, DELTA, MAIN_AT_ROOT = "mlm", "mlm_gdes.{}", True
+    COPY_GATE = "copy_gate."  # extra_state's prefix of the copy gate
 
     def __init__(self, cfg: ModelConfig, copy_gate: bool = False):
         super().__init__()
@@ -79,9 +131,24 @@ class MLMPair(Pair):
             init_weights(self.copy_gate, cfg.encoder.initializer_range)  # D = 1/2 at the start
         self.share_embeddings()
 
-    @property
-    def main(self) -> MaskedLM:
-        return self.mlm
+    def extra_state(self) -> dict[str, torch.Tensor]:
+        gate = self.copy_gate.state_dict() if self.copy_gate is not None else {}
+        return {**super().extra_state(), **{self.COPY_GATE + k: v.detach() for k, v in gate.items()}}
+
+    def load_networks(self, states: dict[str, dict], extra: dict[str, torch.Tensor]) -> None:
+        super().load_networks(states, extra)
+        gate = {k.removeprefix(self.COPY_GATE): v for k, v in extra.items() if k.startswith(self.COPY_GATE)}
+        if self.copy_gate is not None and not gate:
+            raise ConfigError(f"holds no copy gate ({self.COPY_GATE}*), but the objective sets copy_mechanism: "
+                              "it was trained without one")
+        if self.copy_gate is None and gate:
+            raise ConfigError(f"holds a copy gate ({self.COPY_GATE}*), but the objective does not set "
+                              "copy_mechanism: it was trained with one")
+        if gate:
+            self.copy_gate.load_state_dict(gate)
+
+    def pretraining_devices(self) -> dict[str, nn.Module]:
+        return {"copy_gate": self.copy_gate} if self.copy_gate is not None else {}
 
 
 def deployed(model: nn.Module) -> nn.Module:
@@ -146,6 +213,11 @@ def gdes_deltas(state: dict, embeddings: nn.Module, prefix: str, exact: dict | N
         given = (exact or {}).get(n)
         state[key + ".delta"] = given if given is not None else w - base.to(w.device)  # w may be on the CPU
     return state
+
+
+def materialized_state(net: nn.Module) -> dict:
+    """A network's state with its GDES tables (if any) written as plain tables E_G + delta."""
+    return materialize_gdes(net.state_dict(), net.encoder.embeddings, "encoder.embeddings.")
 
 
 def materialize_gdes(state: dict, embeddings: nn.Module, prefix: str) -> dict:

@@ -4,8 +4,9 @@
       encoderlab.yaml, config.json, model.safetensors ...   save_model (transformers-loadable)
       generator/                                            the MLM ablations' generator
       recipe.yaml                                           the resolved PretrainConfig
-      trainer_state.safetensors                             optimizer moments, RNG states, metric sums,
-                                                            All-Tokens-MLM's copy gate
+      trainer_state.safetensors                             optimizer moments, RNG states, metric sums;
+                                                            an MLM ablation's extra_state (its exact
+                                                            gdes deltas, All-Tokens-MLM's copy gate)
       trainer_state.json                                    step, tokens, FLOPs, data positions, and
                                                             the sha256 of trainer_state.safetensors
 
@@ -13,6 +14,10 @@ The directory is filled under a hidden temporary name and renamed into place, so
 moment leaves either the previous checkpoint or the new one complete. Nothing is unpickled:
 tensors through safetensors, the rest JSON. A checkpoint whose files are missing, truncated or do
 not match their recorded hashes is refused with CheckpointError.
+
+A pair whose checkpoint is its main network (Pair.MAIN_AT_ROOT: the MLM ablations) is written here
+through the pair's own methods (networks, extra_state, load_networks); any other model, an ELECTRA
+pair included, is written by save_model alone.
 """
 
 from __future__ import annotations
@@ -31,12 +36,11 @@ from safetensors.torch import save as st_save
 from torch import nn
 
 from encoderlab.checkpoint import CheckpointError, load_model, save_model
-from encoderlab.models.pairs import MLMPair, gdes_deltas, gdes_tables
+from encoderlab.config import ConfigError
+from encoderlab.models.pairs import Pair
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
-MLM_DELTA = "mlm_gdes."  # trainer-state prefix of an MLM ablation's gdes deltas
-COPY_GATE = "copy_gate."  # trainer-state prefix of All-Tokens-MLM's copy gate (not in the deployed MLM)
 OBJECTIVE = "objective."  # trainer-state prefix of the objective's own state (Objective.state_dict)
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -49,16 +53,16 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, *, tensors: dict
     tmp = root / f".step-{step:06d}.tmp-{os.getpid()}"
     for stale in root.glob(".step-*"):  # left by a process killed while writing
         shutil.rmtree(stale, ignore_errors=True)
-    if isinstance(model, MLMPair):  # the checkpoint's MLM holds E_G + delta: keep each delta exactly
-        deltas = gdes_tables(model.mlm.encoder.embeddings)
-        tensors = {**tensors, **{f"{MLM_DELTA}{n}": t.delta for n, t in deltas.items()}}
-        if model.copy_gate is not None:
-            tensors.update({f"{COPY_GATE}{k}": v for k, v in model.copy_gate.state_dict().items()})
+    at_root = _main_at_root(model)
+    if at_root:  # the checkpoint's MLM holds E_G + delta: keep each delta exactly (and the copy gate)
+        tensors = {**tensors, **model.extra_state()}
     blob = st_save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()})
     info = dict(info, step=step, tensors_sha256=hashlib.sha256(blob).hexdigest())
-    if isinstance(model, MLMPair):
-        save_model(model.mlm, tmp, tokenizer_dir=tokenizer_dir)
-        save_model(model.generator, tmp / "generator", tokenizer_dir=tokenizer_dir)
+    if at_root:
+        save_model(model.main, tmp, tokenizer_dir=tokenizer_dir)  # first: it writes the whole directory
+        for name, (_, net) in model.networks().items():
+            if name != model.MAIN:
+                save_model(net, tmp / name, tokenizer_dir=tokenizer_dir)
     else:
         save_model(model, tmp, tokenizer_dir=tokenizer_dir)
     (tmp / STATE_TENSORS).write_bytes(blob)
@@ -73,6 +77,10 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, *, tensors: dict
     for stale in list_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []:
         shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def _main_at_root(model: nn.Module) -> bool:
+    return isinstance(model, Pair) and model.MAIN_AT_ROOT
 
 
 def _fsync_dir(d: Path) -> None:
@@ -129,27 +137,17 @@ def _read_state(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 def load_weights(path: Path, model: nn.Module, tensors: dict[str, torch.Tensor] | None = None) -> None:
     """Copy a checkpoint's weights (verified against their hashes) into an identical architecture.
-    An MLM ablation's pair also takes what only its trainer state holds (each gdes delta exactly, the
-    copy gate); ``tensors``: that state, when the caller has read it already."""
+    A pair whose checkpoint is its main network also takes what only its trainer state holds (its
+    extra_state); ``tensors``: that state, when the caller has read it already."""
     path = Path(path)
-    if isinstance(model, MLMPair):
+    if _main_at_root(model):
         state = tensors if tensors is not None else _read_state(path)[1]
-        model.generator.load_state_dict(load_model(path / "generator").state_dict())
-        # The saved MLM holds effective tables; a gdes MLM takes them as deltas over the generator's,
-        # exactly as saved where the state has them (subtracting E_G again would round).
-        exact = {n: state[f"{MLM_DELTA}{n}"] for n in gdes_tables(model.mlm.encoder.embeddings)
-                 if f"{MLM_DELTA}{n}" in state}
-        model.mlm.load_state_dict(gdes_deltas(load_model(path).state_dict(), model.mlm.encoder.embeddings,
-                                              "encoder.embeddings.", exact))
-        gate = {k[len(COPY_GATE):]: v for k, v in state.items() if k.startswith(COPY_GATE)}
-        if model.copy_gate is not None and not gate:
-            raise CheckpointError(f"{path}: holds no copy gate ({COPY_GATE}* in {STATE_TENSORS}), but the "
-                                  "objective sets copy_mechanism: it was trained without one")
-        if model.copy_gate is None and gate:
-            raise CheckpointError(f"{path}: holds a copy gate ({COPY_GATE}* in {STATE_TENSORS}), but the "
-                                  "objective does not set copy_mechanism: it was trained with one")
-        if gate:
-            model.copy_gate.load_state_dict(gate)
+        states = {name: load_model(path if name == model.MAIN else path / name).state_dict()
+                  for name in model.networks()}
+        try:
+            model.load_networks(states, state)
+        except ConfigError as e:  # the pair and the checkpoint disagree (a copy gate in one only)
+            raise CheckpointError(f"{path / STATE_TENSORS}: {e}") from None
         return
     model.load_state_dict(load_model(path).state_dict())
 
