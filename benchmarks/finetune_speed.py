@@ -29,7 +29,7 @@ from encoderlab.eval.common import adamw, collate, length_batches
 from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.finetune import build_classifier, param_groups
 from encoderlab.eval.tasks import get_task, load_task
-from encoderlab.models.networks import build_model
+from encoderlab.models.build import build_model
 from encoderlab.models.presets import preset
 from encoderlab.precision import autocast as precision_autocast
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import auto_precision, machine, peak_rss_mb, timeit  # noqa: E402
 
 from encoderlab import checkpoint  # noqa: E402
-from encoderlab.models.networks import build_model  # noqa: E402
+from encoderlab.models.build import build_model  # noqa: E402
 from encoderlab.models.presets import preset  # noqa: E402
 from encoderlab.runtime import resolve_runtime  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from encoderlab.checkpoint import save_model
-from encoderlab.models import networks
+from encoderlab.models.build import build_model
 from encoderlab.models.config import ModelConfig
 from encoderlab.nn.config import EncoderConfig
 
@@ -54,7 +54,7 @@ def tiny_config(family: str = "bert", head: str = "mlm", **enc) -> ModelConfig:
 
 def tiny_checkpoint(tmp: Path, family: str = "bert", head: str = "mlm", **enc) -> Path:
     vocab = write_vocab(tmp / "tok")
-    model = networks.build_model(tiny_config(family, head, **enc))
+    model = build_model(tiny_config(family, head, **enc))
     return save_model(model, tmp / f"{family}-{head}", tokenizer_dir=vocab)
 
 

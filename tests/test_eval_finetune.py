@@ -16,7 +16,7 @@ from encoderlab.data.tokenizer import Encoded
 from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.finetune import build_classifier, finetune, one_class_scores
 from encoderlab.eval.tasks import get_task, load_task
-from encoderlab.models.networks import build_model
+from encoderlab.models.build import build_model
 from encoderlab.tune.data import collate, length_batches
 from encoderlab.tune.optim import layer_scales, tune_lr_scale, tune_param_groups
 

@@ -19,7 +19,7 @@ from encoderlab.eval.intrinsic import (
     pseudo_log_likelihoods,
     pseudo_perplexity,
 )
-from encoderlab.models.networks import build_model
+from encoderlab.models.build import build_model
 
 PAIRS = Path(__file__).parent / "fixtures" / "minimal_pairs.jsonl"
 

@@ -32,7 +32,8 @@ from encoderlab.generate.model import (
 )
 from encoderlab.generate.tasks import GenerationTask, Pair, load_task, split_of, wiki_title_task
 from encoderlab.generate.train import lengths_for, load_generator, run_generation
-from encoderlab.models.networks import MaskedLM, build_model
+from encoderlab.models.build import build_model
+from encoderlab.models.networks import MaskedLM
 
 S, G, P = SOURCE, TARGET, -1  # -1: padding, in the layouts below
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from encoderlab.interop import hf
-from encoderlab.models.networks import build_model
+from encoderlab.models.build import build_model
 from encoderlab.models.presets import PUBLISHED_M, count_encoder_parameters, preset, preset_names
 
 transformers = pytest.importorskip("transformers")

@@ -529,7 +529,7 @@ def test_latency_is_measured_on_the_deployed_encoder(tmp_path):
     import torch
 
     from encoderlab.checkpoint import save_model
-    from encoderlab.models.networks import build_model
+    from encoderlab.models.build import build_model
     from encoderlab.study.measure import deployed_encoder
     from tests.eval_helpers import tiny_config, write_vocab
 

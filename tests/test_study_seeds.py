@@ -93,7 +93,7 @@ def test_a_fine_tuning_seed_gives_same_shaped_classifiers_the_same_head_and_exam
 
     from encoderlab.eval.common import length_batches
     from encoderlab.eval.finetune import build_classifier
-    from encoderlab.models.networks import build_model
+    from encoderlab.models.build import build_model
     from encoderlab.models.presets import preset
 
     torch.manual_seed(1)
