@@ -8,6 +8,16 @@ Uses real SST-2 and RTE sentences (../shared/data) and the library's own batchin
 
 The two cores are shared with other jobs, so each configuration is measured ``--repeats`` times,
 interleaved, and the median is reported; the load average is printed before and after.
+
+Per pair (issue 33): ``--pair CHECKPOINT`` times whole fine-tunings as a study runs them
+(``finetune`` with the claims study's settings: 3 epochs, 4,000 training examples at most, one
+thread) instead: the per-phase profile of one seed, then today's path (eval/finetune.py at
+``--baseline-rev``, loaded from git) against this tree's path with the default settings and with
+each opt-in option, interleaved in one process, with per-pair seconds, ratios and each seed's dev
+score. ``--make-checkpoint DIR --tokenizer TOK`` writes a claims-shaped checkpoint (4 x 128,
+rotary positions, the tokenizer's vocabulary, random weights: speed does not depend on them).
+
+    python benchmarks/finetune_speed.py --pair runs/ft33/ck --tasks sst2 --seeds 2 --repeats 2
 """
 
 from __future__ import annotations
@@ -133,6 +143,116 @@ def pll_speed(tok, sentences: list[str], repeats: int) -> list[str]:
     return rows
 
 
+def make_checkpoint(out: str, tokenizer: str) -> None:
+    """The claims study's model shape (4 x 128, rotary positions, dropout 0) with random weights."""
+    import dataclasses
+
+    from encoderlab.checkpoint import save_model
+
+    V = load_tokenizer(tokenizer).vocab_size
+    cfg = preset("bert-tiny", vocab_size=V).with_head("mlm")
+    cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder, position="rope", num_layers=4,
+                                                               hidden_dropout=0.0, attention_dropout=0.0))
+    torch.manual_seed(0)
+    print("wrote", save_model(build_model(cfg), out, tokenizer_dir=tokenizer))
+
+
+def baseline_module(rev: str):
+    """eval/finetune.py as it was at ``rev`` (today's path), imported under another name."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(["git", "show", f"{rev}:encoderlab/eval/finetune.py"], cwd=root, capture_output=True,
+                         text=True, check=True).stdout
+    spec = importlib.util.spec_from_loader("finetune_baseline", loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["finetune_baseline"] = mod
+    exec(compile(src, f"{rev}:encoderlab/eval/finetune.py", "exec"), mod.__dict__)
+    return mod
+
+
+def pair_phases(ck: str, task: str, cfg) -> list[tuple[str, float]]:
+    """Where one seed's time goes, phase by phase (this tree's path, without early stopping)."""
+    from encoderlab.eval import finetune as FT
+    from encoderlab.runtime import resolve_runtime
+    from encoderlab.tune import TuneLimits, default_learning_rate, epochs, fit
+
+    out, t = [], time.perf_counter()
+
+    def phase(name):
+        nonlocal t
+        out.append((name, time.perf_counter() - t))
+        t = time.perf_counter()
+
+    pre, tok = load_model(ck), load_tokenizer(ck)
+    phase("load checkpoint and tokenizer")
+    data = load_task(get_task(task), DATA)
+    phase("read the task files")
+    model = FT.build_classifier(pre, data.num_labels, cfg.classifier_dropout)
+    rt = resolve_runtime(cfg.precision, torch.device("cpu"), model.encoder.config)
+    rt.apply(model)
+    phase("build the classifier, resolve precision")
+    p = FT.prepare_task(tok, data, cfg, model.encoder.config.max_position_embeddings)
+    phase(f"tokenize train ({len(p.train)}) and eval")
+    limits = TuneLimits.of_epochs(cfg.epochs, len(p.train), cfg.batch_size)
+    tune = cfg.tune_config(lr=default_learning_rate(128), limits=limits, device="cpu",
+                           precision=rt.precision.precision, layer_decay=cfg.layer_decay)
+    y = torch.tensor([e.label for e in p.train], dtype=torch.float32 if data.spec.kind == "regression" else torch.long)
+    rng = np.random.default_rng(0)
+
+    def loss_fn(m, idx):
+        logits = m(**p.train_set.batch(idx)).float()
+        yi = y[torch.as_tensor(idx)]
+        return F.mse_loss(logits[:, 0], yi) if data.spec.kind == "regression" else F.cross_entropy(logits, yi)
+
+    fit(model, epochs(lambda: length_batches(p.train_set.lengths, cfg.batch_size, rng)), loss_fn, tune)
+    phase(f"train ({limits.steps} steps of {cfg.batch_size}, {rt.precision.precision})")
+    for enc in p.evals.values():
+        FT.predict(model, enc, tok.pad_id, cfg.eval_batch_size, rt.precision.precision)
+    phase(f"score the eval split(s) ({sum(len(e) for e in p.evals.values())} examples)")
+    return out
+
+
+def pair_speed(args) -> None:
+    """Per-pair seconds of today's path and this tree's, interleaved; dev scores per seed."""
+    from encoderlab.eval import finetune as FT
+
+    base = baseline_module(args.baseline_rev)
+    claims = FinetuneConfig(epochs=3, max_train_examples=4000)
+    variants = [("today's path (" + args.baseline_rev + ")", base.finetune, claims),
+                ("this tree, defaults", FT.finetune, claims)]
+    for patience in (int(x) for x in args.early_stopping.split(",") if x):
+        variants.append((f"this tree, early_stopping={patience}", FT.finetune, claims.replace(early_stopping=patience)))
+    pretrained, seeds = load_model(args.pair), list(range(args.seeds))
+    for task in args.tasks.split(","):
+        print(f"\n{task}: one seed's phases (this tree's path)\n\n| phase | s | share |\n|---|---|---|")
+        phases = pair_phases(args.pair, task, claims)
+        total = sum(s for _, s in phases)
+        for name, s in phases:
+            print(f"| {name} | {s:.2f} | {s / total:.1%} |")
+        print(f"| total | {total:.2f} | |", flush=True)
+        times: dict[str, list[float]] = {v[0]: [] for v in variants}
+        runs: dict[str, dict] = {}
+        for _ in range(args.repeats):  # interleaved: a burst of load hits every variant alike
+            for name, fn, cfg in variants:
+                t0 = time.perf_counter()
+                runs[name] = fn(pretrained, task, cfg, seeds, data_dir=DATA, tokenizer_dir=args.pair,
+                                log=lambda *a: None)
+                times[name].append((time.perf_counter() - t0) / len(seeds))
+        ref = variants[0][0]
+        print(f"\n{task}: per pair ({len(seeds)} seeds a call, median of {args.repeats} interleaved calls)\n")
+        print("| path | s per pair | speed vs today | steps run per seed | dev score per seed |\n|---|---|---|---|---|")
+        for name, ts in times.items():
+            r = runs[name]["seeds"]
+            steps = [s.get("early_stopping", {}).get("steps_run", s["steps"]) for s in r]
+            same = " (identical)" if name != ref and [s["scores"] for s in r] == [
+                s["scores"] for s in runs[ref]["seeds"]] else ""
+            print(f"| {name} | {np.median(ts):.2f} | {np.median(times[ref]) / np.median(ts):.2f}x | "
+                  f"{', '.join(map(str, steps))} of {r[0]['steps']} | "
+                  + ", ".join(f"{s['score']:.4f}" for s in r) + f"{same} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-tiny", type=int, default=1024, help="examples per task and configuration, tiny model")
@@ -143,8 +263,23 @@ def main() -> None:
                     help="also time unpadded execution (finetune.unpad) on the padded and the bucketed batches")
     ap.add_argument("--tasks", default="sst2,rte")
     ap.add_argument("--no-pll", action="store_true", help="skip the pseudo-log-likelihood rows")
+    ap.add_argument("--pair", metavar="CHECKPOINT", help="per-pair timing of whole fine-tunings (issue 33)")
+    ap.add_argument("--baseline-rev", default="d587ab1", help="git revision of today's eval/finetune.py")
+    ap.add_argument("--seeds", type=int, default=2, help="--pair: seeds per fine-tuning call")
+    ap.add_argument("--early-stopping", default="2", help="--pair: patiences to time (comma list; empty: none)")
+    ap.add_argument("--make-checkpoint", metavar="DIR", help="write a claims-shaped checkpoint and stop")
+    ap.add_argument("--tokenizer", help="--make-checkpoint: the tokenizer directory")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.make_checkpoint:
+        return make_checkpoint(args.make_checkpoint, args.tokenizer)
+    if args.pair:
+        print(f"machine: {cpu_name()}, torch capability {torch.backends.cpu.get_cpu_capability()}, "
+              f"{args.threads} thread(s); torch {torch.__version__}; {time.strftime('%Y-%m-%d')}; "
+              f"load average {open('/proc/loadavg').read().split()[:3]}")
+        pair_speed(args)
+        print(f"\nload average after: {open('/proc/loadavg').read().split()[:3]}")
+        return
     d = minilm_dir()
     tok = load_tokenizer(d)
     minilm = load_model(d)
@@ -154,9 +289,7 @@ def main() -> None:
             (lambda unpad: build_classifier(build_model(tiny_cfg), 2, unpad=unpad), args.n_tiny),
         "small (MiniLM-L6-H384, imported)": (lambda unpad: build_classifier(minilm, 2, unpad=unpad), args.n_small),
     }
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    name = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
-    print(f"machine: {name}, {args.threads} threads; torch {torch.__version__}; {time.strftime('%Y-%m-%d')}; "
+    print(f"machine: {cpu_name()}, {args.threads} threads; torch {torch.__version__}; {time.strftime('%Y-%m-%d')}; "
           f"python {platform.python_version()}; load average before: {open('/proc/loadavg').read().split()[:3]}")
     print("| model | task (mean tokens) | setting | train ex/s | eval ex/s |")
     print("|---|---|---|---|---|")
@@ -191,6 +324,11 @@ def main() -> None:
     for row in pll_speed(tok, [e.text_a for e in sst], args.repeats):
         print(row, flush=True)
     print(f"load average after: {open('/proc/loadavg').read().split()[:3]}")
+
+
+def cpu_name() -> str:
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
 
 
 if __name__ == "__main__":
