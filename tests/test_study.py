@@ -21,7 +21,7 @@ from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.plan import recipe_fingerprint
 from encoderlab.study.progress import Progress
-from encoderlab.study.results import Checkpoint, FinetuneKey, StudyResults, VariantResult
+from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, Speed, StudyResults, VariantResult
 from encoderlab.study.runner import run_study
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import PretrainConfig, TrainerConfig
@@ -129,7 +129,7 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
             "finetune:bert@seed1:1.0:demo"} <= set(stages.data)
     bert = StudyResults.from_json(report).variants["bert"]
     assert [r.seed for r in bert.replicas] == [1] and bert.seed_scores()["demo"].shape == (2, 2)
-    assert bert.replicas[0].curve["eval"] and bert.replicas[0].run_dir.endswith("bert@seed1")
+    assert bert.replicas[0].curve.eval and bert.replicas[0].run_dir.endswith("bert@seed1")
     control = report["controls"]["tasks"]["demo"]
     assert report["controls"]["variant"] == "bert" and control["task"] and len(control["per_seed"]) == 2
     assert 0 <= report["baselines"]["demo"]["bow"] <= 1 and {"control:demo", "bow:demo"} <= set(stages.data)
@@ -266,7 +266,7 @@ def _variant(score, std=0.01, params=1000, mb=4.0, name="v", seeds=5):
                                                "max": max(per_seed), "n": seeds}, "per_seed": per_seed}}
     return VariantResult(name=name, spec={}, run_dir="", finetune=ft,
                          measure={"params_encoder": params, "checkpoint_mb": mb},
-                         curve={"train": [{"tokens_per_s": 100.0, "peak_memory_mb": 10.0}], "eval": []},
+                         curve=Curve(train=[{"tokens_per_s": 100.0, "peak_memory_mb": 10.0}]),
                          checkpoints={1.0: Checkpoint("", 1, 1.0, 1.0)})
 
 
@@ -349,10 +349,10 @@ def test_logged_throughput_is_read_at_the_thread_count_a_run_started_with():
     from encoderlab.study.claims import steady_train
 
     v = _variant(0.8)
-    v.curve["train"] = [{"tokens_per_s": t, "threads": n, "peak_memory_mb": 10.0}
+    v.curve.train = [{"tokens_per_s": t, "threads": n, "peak_memory_mb": 10.0}
                         for t, n in ((90.0, 1), (100.0, 1), (100.0, 1), (180.0, 2), (180.0, 2), (180.0, 2))]
     assert steady_train(v)["tokens_per_s"] == 100.0
-    for r in v.curve["train"]:
+    for r in v.curve.train:
         del r["threads"]  # logs written before the count was recorded
     assert steady_train(v)["tokens_per_s"] == 180.0
 
@@ -425,7 +425,7 @@ def test_a_study_with_its_own_variant_names_gets_verdicts_through_its_roles():
     assert all(c.verdict == "not run" for c in evaluate_claims(ours, ClaimRoles()))
     assert mine[7].note.endswith("without the paper's copy mechanism (not the paper's)")
     ours["disc-all"].spec.setdefault("objective", {})["copy_mechanism"] = True
-    ours["disc-all"].curve["eval"] = [{"eval_mlm_masked_accuracy": 0.07, "eval_mlm_masked_softmax_accuracy": 0.18}]
+    ours["disc-all"].curve.eval = [{"eval_mlm_masked_accuracy": 0.07, "eval_mlm_masked_softmax_accuracy": 0.18}]
     seven = _by_claim(evaluate_claims(ours, roles))[7]
     assert seven.note.endswith("with the paper's copy mechanism")
     assert seven.numbers["All-Tokens-MLM held-out accuracy at the masked positions"] == 0.07
@@ -439,9 +439,9 @@ def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
 
     base = {"unigram": 0.05, "bigram": 0.15}  # leaving the plateau: at least 0.075
     v = {"bert": _variant(0.80), "albert": _variant(0.70, params=300, mb=1.2), "electra": _variant(0.85)}
-    v["bert"].curve["eval"] = [{"eval_mlm_accuracy": 0.06}, {"eval_mlm_accuracy": 0.20}]  # the last one counts
-    v["albert"].curve["eval"] = [{"eval_mlm_accuracy": 0.074}]
-    v["electra"].curve["eval"] = [{"eval_gen_accuracy": 0.06, "eval_disc_auc": 0.7}]  # its generator decides
+    v["bert"].curve.eval = [{"eval_mlm_accuracy": 0.06}, {"eval_mlm_accuracy": 0.20}]  # the last one counts
+    v["albert"].curve.eval = [{"eval_mlm_accuracy": 0.074}]
+    v["electra"].curve.eval = [{"eval_gen_accuracy": 0.06, "eval_disc_auc": 0.7}]  # its generator decides
     c = _by_claim(evaluate_claims(v, baselines=base))
     assert c["5a"].verdict == "holds" and c["5a"].plateau == ["electra"]  # the verdict stays; it is qualified
     assert c[4].plateau == ["albert"]
@@ -449,15 +449,15 @@ def test_quality_claims_name_the_variants_still_on_the_unigram_plateau():
     assert not evaluate_claims(v)[4].plateau  # no baselines, no judgement
     assert left_plateau(v["bert"], base) is True and left_plateau(v["bert"], None) is None
     atm = VariantResult(name="atm", spec={"objective": {"variant": "all_tokens_mlm"}}, run_dir="",
-                        curve={"train": [], "eval": [{"eval_mlm_accuracy": 0.8}]})
+                        curve=Curve(eval=[{"eval_mlm_accuracy": 0.8}]))
     assert plateau_accuracy(atm) is None and left_plateau(atm, base) is None  # its accuracy counts copies
-    atm.curve["eval"][0]["eval_mlm_masked_accuracy"] = 0.2  # recorded: the masked positions decide
+    atm.curve.eval[0]["eval_mlm_masked_accuracy"] = 0.2  # recorded: the masked positions decide
     assert plateau_accuracy(atm) == 0.2 and left_plateau(atm, base) is True
     # with the copy gate the softmax's own accuracy decides: the mixture's also needs the gate to
     # detect replaced inputs
     atm.spec["objective"]["copy_mechanism"] = True
     assert plateau_accuracy(atm) is None
-    atm.curve["eval"][0]["eval_mlm_masked_softmax_accuracy"] = 0.3
+    atm.curve.eval[0]["eval_mlm_masked_softmax_accuracy"] = 0.3
     assert plateau_accuracy(atm) == 0.3
 
 
@@ -638,8 +638,8 @@ def test_report_says_where_speed_and_memory_were_measured_from_their_records():
     def variants(device):
         return {"bert": VariantResult(
             name="bert", spec={}, run_dir="",
-            curve={"train": [{"device": device, "peak_memory_mb": 1.0, "tokens_per_s": 1.0}], "eval": []},
-            speed={"tokens_per_s": 1.0, "rounds": [1.0], "threads": 1, "device": device})}
+            curve=Curve(train=[{"device": device, "peak_memory_mb": 1.0, "tokens_per_s": 1.0}]),
+            speed=Speed(threads=1, tokens_per_s=1.0, rounds=[1.0], device=device))}
 
     gpu, cpu = _speed_note(cfg, variants("cuda")), _speed_note(cfg, variants("cpu"))
     assert "on the GPU" in gpu and "CUDA allocator's peak" in gpu
@@ -657,7 +657,7 @@ def test_report_names_each_variants_fine_tuning_rate_when_the_study_leaves_it_to
 
     def variant(name, lr):
         rec = {"precision": "fp32", "precision_reason": "asked"} | ({"learning_rate": lr} if lr else {})
-        return VariantResult(name=name, spec={}, run_dir="", curve={"train": [], "eval": []},
+        return VariantResult(name=name, spec={}, run_dir="", curve=Curve(),
                              finetune={FinetuneKey("sst2", 1.0): rec})
 
     by_width = StudyConfig.from_dict({**BASE, "out_dir": "unused", "finetune": {"learning_rate": None}})

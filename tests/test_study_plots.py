@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from encoderlab.study.claims import evaluate_claims
-from encoderlab.study.results import Checkpoint, FinetuneKey, VariantResult
+from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, VariantResult
 
 pytest.importorskip("matplotlib")
 
@@ -20,7 +20,7 @@ def _variant(name, level, acc, rng):
             per_seed = list(level * frac ** 0.1 + rng.normal(0, 0.01, 5))
             fts[FinetuneKey(task, frac)] = {"score": {"median": float(np.median(per_seed)), "std": 0.01, "n": 5},
                                             "per_seed": per_seed}
-    curve = {"train": [], "eval": [{"flops": f * 1e14, "eval_mlm_accuracy": acc * f ** 0.5} for f in (0.25, 0.5, 1)]}
+    curve = Curve(eval=[{"flops": f * 1e14, "eval_mlm_accuracy": acc * f ** 0.5} for f in (0.25, 0.5, 1)])
     return VariantResult(name=name, spec={}, run_dir="", finetune=fts, curve=curve,
                          measure={"params_encoder": 1000, "checkpoint_mb": 4.0},
                          checkpoints={f: Checkpoint("", 1, f * 1e14, f) for f in (0.25, 0.5, 1.0)})

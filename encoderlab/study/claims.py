@@ -78,11 +78,11 @@ def steady_train(res: VariantResult) -> dict:
     made one (study/speed.py); otherwise the median over the second half of the pretraining's own
     log, which is only comparable between variants that ran alone on an idle machine, and only at
     the thread count the run started with (a study gives a last running variant the freed cores)."""
-    recs = res.curve["train"]
+    recs = res.curve.train
     first = recs[0].get("threads") if recs else None
     at_start = [r for r in recs if r.get("threads") == first]
     tail = at_start[len(at_start) // 2:] or at_start
-    tps = (res.speed[TOKENS_PER_S] if res.speed is not None
+    tps = (res.speed.tokens_per_s if res.speed is not None
            else statistics.median(r[TOKENS_PER_S] for r in tail) if tail else float("nan"))
     return {TOKENS_PER_S: tps, PEAK_MEMORY_MB: max((r[PEAK_MEMORY_MB] for r in recs), default=float("nan"))}
 

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 from encoderlab.study.config import StudyConfig, TaskRef
-from encoderlab.study.results import Checkpoint
+from encoderlab.study.results import Checkpoint, Curve
 
 DEMO_TASK = "demo"
 
@@ -30,7 +30,7 @@ def checkpoints_at(run_dir: Path, budget: float, fractions) -> dict[float, Check
     return out
 
 
-def read_metrics(path: Path) -> dict:
+def read_metrics(path: Path) -> Curve:
     """The train and eval records of a run's metrics.jsonl (the last record per step wins on resume)."""
     recs = {"train": {}, "eval": {}}
     if path.exists():
@@ -38,7 +38,7 @@ def read_metrics(path: Path) -> dict:
             r = json.loads(line)
             if r.get("split") in recs:
                 recs[r["split"]][r["step"]] = r
-    return {k: [v[s] for s in sorted(v)] for k, v in recs.items()}
+    return Curve(**{k: [v[s] for s in sorted(v)] for k, v in recs.items()})
 
 
 def task_spec(task: TaskRef, data: dict):

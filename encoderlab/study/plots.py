@@ -110,4 +110,4 @@ def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: P
 
 
 def _curve(r: VariantResult) -> list[tuple[float, float]]:
-    return [(e[FLOPS], acc) for e in r.curve["eval"] if (acc := plateau_metric(r, e)) is not None and FLOPS in e]
+    return [(e[FLOPS], acc) for e in r.curve.eval if (acc := plateau_metric(r, e)) is not None and FLOPS in e]

@@ -66,17 +66,17 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     style = {n: {"color": cmap(i % 20), "marker": "os^Dv"[i % 5]} for i, n in enumerate(V)}
 
     # The discriminator panel only when some variant has one: an empty axis reads as a failed run.
-    has_disc = any(EVAL_DISC_AUC in e for r in V.values() for e in r.curve["eval"])
+    has_disc = any(EVAL_DISC_AUC in e for r in V.values() for e in r.curve.eval)
     fig, ax = plt.subplots(1, 1 + has_disc, figsize=(11 if has_disc else 6.5, 4), squeeze=False)
     ax = ax[0]
     for name, r in V.items():
-        ev = [e for e in r.curve["eval"] if _eval_loss(e) is not None]
+        ev = [e for e in r.curve.eval if _eval_loss(e) is not None]
         if ev:
             # All-Tokens-MLM's loss averages over every token, copies included: not comparable.
             every = r.objective().get("variant") == "all_tokens_mlm"
             ax[0].plot([e[FLOPS] for e in ev], [_eval_loss(e) for e in ev],
                        label=name + (" (over every token)" if every else ""), **style[name])
-        auc = [e for e in r.curve["eval"] if EVAL_DISC_AUC in e]
+        auc = [e for e in r.curve.eval if EVAL_DISC_AUC in e]
         if auc:
             ax[1].plot([e[FLOPS] for e in auc], [e[EVAL_DISC_AUC] for e in auc], label=name, **style[name])
     ax[0].set(ylabel="held-out MLM loss (ELECTRA: generator)", title="Held-out MLM loss")
@@ -90,7 +90,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     if any("zeroshot" in r.measure for r in V.values()):
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for name, r in V.items():
-            ev = [(e[FLOPS], acc) for e in r.curve["eval"] if (acc := plateau_metric(r, e)) is not None]
+            ev = [(e[FLOPS], acc) for e in r.curve.eval if (acc := plateau_metric(r, e)) is not None]
             if ev:
                 ax[0].plot(*zip(*ev), label=name, **style[name])
             zs = sorted(r.measure.get("zeroshot", {}).values(), key=lambda z: z["flops"])
@@ -265,11 +265,11 @@ def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str
 # machine, so the one writing the report says nothing about them).
 def _gpu_memory(V: dict[str, VariantResult]) -> bool:
     """The trainer logs the CUDA allocator's peak on a GPU, the process's max RSS on a CPU."""
-    return any(r.curve["train"] and r.curve["train"][-1].get("device") == "cuda" for r in V.values())
+    return any(r.curve.train and r.curve.train[-1].get("device") == "cuda" for r in V.values())
 
 
 def _gpu_speed(V: dict[str, VariantResult]) -> bool:
-    return any((r.speed or {}).get("device") == "cuda" for r in V.values())
+    return any(r.speed is not None and r.speed.device == "cuda" for r in V.values())
 
 
 def _speed_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
@@ -283,7 +283,7 @@ def _speed_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
         sp = V[timed[0]].speed
         what = "Training tokens/s" + (" and inference latency" if lat else "")
         text += (f"{what} were measured after pretraining, all variants in one process taking turns (the best "
-                 f"of {len(sp['rounds'])} rounds, {sp['threads']} thread(s)"
+                 f"of {len(sp.rounds)} rounds, {sp.threads} thread(s)"
                  + (", on the GPU" if _gpu_speed(V) else "") + "); peak memory is "
                  + ("the CUDA allocator's peak in each pretraining process." if _gpu_memory(V)
                     else "each pretraining process's max RSS."))
@@ -306,7 +306,7 @@ def _per_variant(values: dict[str, set]) -> str:
 def _precision_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     """The precision each part ran in, from the runs' own records (auto resolves per machine), and
     the fine-tuning learning rate (None in the study: by width, so it may differ between variants)."""
-    pre = {n: {t["precision"] for t in r.curve["train"] if "precision" in t} for n, r in V.items()}
+    pre = {n: {t["precision"] for t in r.curve.train if "precision" in t} for n, r in V.items()}
     ft = {n: {f["precision"] for f in r.finetune.values() if f and "precision" in f} for n, r in V.items()}
     reasons = [f["precision_reason"] for r in V.values() for f in r.finetune.values() if f and "precision_reason" in f]
     text = (f"Precision (study: {cfg.base.trainer.precision}, fine-tuning: {cfg.finetune.precision}): "

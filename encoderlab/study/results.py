@@ -38,6 +38,57 @@ class Checkpoint:
     fraction_of_budget: float
 
 
+@dataclass(frozen=True)
+class Pretraining:
+    """How a variant's (seed 0's) pretraining went, as its stage recorded it."""
+
+    wall_s: float
+
+    def to_json(self) -> dict:
+        return {"wall_s": self.wall_s}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> Pretraining | None:
+        return None if d is None else cls(wall_s=d["wall_s"])
+
+
+@dataclass(frozen=True)
+class Speed:
+    """A variant's training throughput, timed side by side with the others (study/speed.py): the
+    best of its ``rounds``, on ``threads`` threads, on ``device`` (None: recorded before devices)."""
+
+    threads: int
+    tokens_per_s: float
+    rounds: list[float]
+    device: str | None = None
+
+    def to_json(self) -> dict:
+        return {"threads": self.threads, "tokens_per_s": self.tokens_per_s, "rounds": self.rounds,
+                **({"device": self.device} if self.device is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> Speed | None:
+        return None if d is None else cls(threads=d["threads"], tokens_per_s=d["tokens_per_s"], rounds=d["rounds"],
+                                          device=d.get("device"))
+
+
+@dataclass
+class Curve:
+    """A pretraining run's logged records (metrics.jsonl): ``train`` and held-out ``eval``, in step
+    order. A record stays a dict: its keys are whatever the objective logs (study/metrics.py names
+    the ones the study reads)."""
+
+    train: list[dict] = field(default_factory=list)
+    eval: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"train": self.train, "eval": self.eval}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> Curve:
+        return cls() if d is None else cls(train=d.get("train", []), eval=d.get("eval", []))
+
+
 @dataclass
 class Replica:
     """A further pretraining run of a variant, from pretraining seed ``seed`` (> 0; seed 0's run is
@@ -46,20 +97,20 @@ class Replica:
     seed: int
     run_dir: str
     checkpoints: dict[float, Checkpoint] = field(default_factory=dict)
-    curve: dict = field(default_factory=lambda: {"train": [], "eval": []})
+    curve: Curve = field(default_factory=Curve)
     finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
     measure: dict = field(default_factory=dict)  # BLiMP dev at its last checkpoint, when the study scores it
 
     def to_json(self) -> dict:
         return {"seed": self.seed, "run_dir": self.run_dir, **({"measure": self.measure} if self.measure else {}),
                 "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
-                "curve": self.curve,
+                "curve": self.curve.to_json(),
                 "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())]}
 
     @classmethod
     def from_json(cls, d: dict) -> Replica:
         return cls(seed=d["seed"], run_dir=d["run_dir"], checkpoints=_checkpoints(d["checkpoints"]),
-                   curve=d.get("curve", {"train": [], "eval": []}), finetune=_finetunings(d["finetune"]),
+                   curve=Curve.from_json(d.get("curve")), finetune=_finetunings(d["finetune"]),
                    measure=d.get("measure", {}))
 
 
@@ -83,12 +134,12 @@ class VariantResult:
     name: str
     spec: dict
     run_dir: str
-    pretrain: dict | None = None
+    pretrain: Pretraining | None = None
     checkpoints: dict[float, Checkpoint] = field(default_factory=dict)
-    curve: dict = field(default_factory=lambda: {"train": [], "eval": []})
+    curve: Curve = field(default_factory=Curve)
     finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
     measure: dict = field(default_factory=dict)
-    speed: dict | None = None
+    speed: Speed | None = None
     replicas: list[Replica] = field(default_factory=list)
 
     # ---- what the claims and the report read ---------------------------------------------------
@@ -133,7 +184,7 @@ class VariantResult:
         return sorted({k.fraction for k in self.fine_tunings()})
 
     def final_eval(self) -> dict:
-        ev = self.curve["eval"]
+        ev = self.curve.eval
         return ev[-1] if ev else {}
 
     def objective(self) -> dict:
@@ -141,11 +192,12 @@ class VariantResult:
 
     # ---- report.json ---------------------------------------------------------------------------
     def to_json(self) -> dict:
-        return {"name": self.name, "spec": self.spec, "run_dir": self.run_dir, "pretrain": self.pretrain,
+        return {"name": self.name, "spec": self.spec, "run_dir": self.run_dir,
+                "pretrain": self.pretrain.to_json() if self.pretrain is not None else None,
                 "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
-                "curve": self.curve,
+                "curve": self.curve.to_json(),
                 "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())],
-                "measure": self.measure, **({"speed": self.speed} if self.speed is not None else {}),
+                "measure": self.measure, **({"speed": self.speed.to_json()} if self.speed is not None else {}),
                 **({"replicas": [r.to_json() for r in self.replicas]} if self.replicas else {})}
 
     @classmethod
@@ -154,9 +206,9 @@ class VariantResult:
         if isinstance(cks, dict) or isinstance(fts, dict):
             cks, fts = _legacy_lists(cks, fts)
         return cls(name=d.get("name", name), spec=d.get("spec", {}), run_dir=d.get("run_dir", ""),
-                   pretrain=d.get("pretrain"),
-                   checkpoints=_checkpoints(cks), curve=d.get("curve", {"train": [], "eval": []}),
-                   finetune=_finetunings(fts), measure=d.get("measure", {}), speed=d.get("speed"),
+                   pretrain=Pretraining.from_json(d.get("pretrain")),
+                   checkpoints=_checkpoints(cks), curve=Curve.from_json(d.get("curve")),
+                   finetune=_finetunings(fts), measure=d.get("measure", {}), speed=Speed.from_json(d.get("speed")),
                    replicas=[Replica.from_json(r) for r in d.get("replicas", [])])
 
 

@@ -30,7 +30,7 @@ from encoderlab.study.plan import (
 from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.prompt import check_prompt_data, prompt_total_weight, run_prompting
-from encoderlab.study.results import Replica, StudyResults, VariantResult
+from encoderlab.study.results import Pretraining, Replica, Speed, StudyResults, VariantResult
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
@@ -280,7 +280,7 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     run_dir = Path(recipe.trainer.run_dir)
     fp = recipe_fingerprint(recipe)
     res = VariantResult(name=v.name, spec=v.to_dict(), run_dir=str(run_dir),
-                        pretrain=stages.get(StageKey.pretrain(v.name), fp),
+                        pretrain=Pretraining.from_json(stages.get(StageKey.pretrain(v.name), fp)),
                         checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
                         curve=measure.read_metrics(run_dir / "metrics.jsonl"))
     for u in finetune_units(cfg, v, recipe, res.checkpoints, lrs=lrs_of(cfg, recipe, data)):
@@ -411,6 +411,6 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
                               f"side by side")
     for name, r in variants.items():
         if name in got["train"]:
-            r.speed = {"threads": got["threads"], **got["train"][name]}
+            r.speed = Speed.from_json({"threads": got["threads"], **got["train"][name]})
         if LATENCY_MS in got:
             r.measure = {**r.measure, LATENCY_MS: got[LATENCY_MS][name], "latency_threads": got["threads"]}
