@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from encoderlab.config import ConfigError
+from encoderlab.models.spec import FAMILY_MODEL_FIELDS, ModelSpec
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
 from encoderlab.study.results import Checkpoint, FinetuneKey
 from encoderlab.study.stages import fingerprint
-from encoderlab.train.config import InitConfig, ModelSpec, PretrainConfig
+from encoderlab.train.config import InitConfig, PretrainConfig
 
 
 def plan(cfg: StudyConfig, data: dict, out: Path) -> dict[str, PretrainConfig]:
@@ -101,12 +102,6 @@ def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path, 
         return recipe.with_overrides(list(v.overrides)) if v.overrides else recipe
     except ConfigError as e:
         raise ConfigError(f"variant {v.name!r}: {e}") from None
-
-
-# The model fields a study's base may set for every variant (the recipe family's architecture-wide
-# options); a variant that sets one itself keeps its own.
-FAMILY_MODEL_FIELDS = ("dropout", "max_position_embeddings", "norm", "position", "gated_ffn", "bias", "hidden_act",
-                       "num_layers")
 
 
 def family_model(base: ModelSpec, variant: ModelSpec) -> ModelSpec:

@@ -6,42 +6,8 @@ import dataclasses
 from typing import Literal
 
 from encoderlab.config import Config, ConfigError, renamed_bf16
-from encoderlab.models.config import ModelConfig
+from encoderlab.models.spec import ModelSpec
 from encoderlab.objectives.base import ObjectiveConfig
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelSpec(Config):
-    """Either a preset name (with its options) or a full ModelConfig; with neither, the model is the
-    one of ``init.checkpoint`` (continued pretraining). vocab_size None: the tokenizer's."""
-
-    preset: str | None = None
-    config: ModelConfig | None = None
-    generator_multiplier: float | None = None
-    generator_by: Literal["width", "depth"] = "width"
-    embedding_sharing: Literal["none", "shared", "gdes"] = "shared"
-    vocab_size: int | None = None
-    max_position_embeddings: int | None = None  # None: the preset's (512)
-    dropout: float | None = None  # None: the preset's
-    # Modern encoder options for both networks of a pair (None: the preset's; see nn/config.py):
-    # a "bert-modern" is bert-* with norm pre, position rope, gated_ffn, bias false.
-    norm: Literal["post", "pre"] | None = None
-    position: Literal["absolute", "rope"] | None = None
-    gated_ffn: bool | None = None
-    bias: bool | None = None
-    hidden_act: Literal["gelu", "gelu_new", "relu", "silu"] | None = None
-    # Depth: num_layers for every network of the model (None: the preset's); generator_layers for an
-    # ELECTRA generator alone, after num_layers (a deep discriminator beside a shallow generator, the
-    # largest AUC gain of issue 18's ablations: docs/benchmarks.md "Issue 18, ablations 4 and 5").
-    num_layers: int | None = None
-    generator_layers: int | None = None
-
-    def validate(self) -> None:
-        if self.preset is not None and self.config is not None:
-            raise ConfigError("model: give either preset or config, not both")
-        for name in ("num_layers", "generator_layers"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"model.{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

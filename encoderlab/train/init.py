@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 from torch import nn
 
@@ -11,47 +9,22 @@ from encoderlab.checkpoint import load_config, load_model
 from encoderlab.config import ConfigError
 from encoderlab.models.config import ModelConfig
 from encoderlab.models.pairs import Pair, deployed, gdes_deltas
-from encoderlab.models.presets import preset
-from encoderlab.train.config import InitConfig, ModelSpec
+from encoderlab.models.spec import ModelSpec
+from encoderlab.train.config import InitConfig
 
 
 def resolve_model(spec: ModelSpec, init: InitConfig, vocab_size: int) -> ModelConfig:
-    if spec.config is not None:
-        mc = spec.config
-    elif spec.preset is not None:
-        mc = preset(spec.preset, generator_multiplier=spec.generator_multiplier, generator_by=spec.generator_by,
-                    embedding_sharing=spec.embedding_sharing, vocab_size=spec.vocab_size or vocab_size)
-    elif init.checkpoint is not None:
-        mc = load_config(init.checkpoint)
-    elif init.generator is not None and init.discriminator is not None:
-        d, g = load_config(init.discriminator), load_config(init.generator)
-        mc = ModelConfig(family="electra", head="electra", encoder=d.encoder, generator=g.encoder,
-                         embedding_sharing=spec.embedding_sharing)
-    else:
-        raise ConfigError("model: give a preset, a config, or init.checkpoint / init.generator+discriminator")
-    changes = {}
-    if spec.max_position_embeddings is not None:
-        changes["max_position_embeddings"] = spec.max_position_embeddings
-    if spec.dropout is not None:
-        changes["hidden_dropout"] = changes["attention_dropout"] = spec.dropout
-    for name in ("norm", "position", "gated_ffn", "bias", "hidden_act", "num_layers"):
-        if getattr(spec, name) is not None:
-            changes[name] = getattr(spec, name)
-    if (spec.config is not None or spec.preset is None) and mc.encoder.vocab_size != vocab_size:
-        if not init.allow_resize_embeddings:
-            raise ConfigError(
-                f"the model's vocabulary ({mc.encoder.vocab_size}) differs from the tokenizer's ({vocab_size}): "
-                "a new tokenizer is refused unless init.allow_resize_embeddings=true (embeddings are then resized)")
-        changes["vocab_size"] = vocab_size
-    if changes:
-        enc = dataclasses.replace(mc.encoder, **changes)
-        gen = dataclasses.replace(mc.generator, **changes) if mc.generator is not None else None
-        mc = dataclasses.replace(mc, encoder=enc, generator=gen)
-    if spec.generator_layers is not None:
-        if mc.generator is None:
-            raise ConfigError(f"model.generator_layers: the {mc.family} model has no generator (an ELECTRA pair has)")
-        mc = dataclasses.replace(mc, generator=dataclasses.replace(mc.generator, num_layers=spec.generator_layers))
-    return mc
+    """The recipe's ModelConfig (ModelSpec.resolve); with neither a preset nor a config, the model
+    of init.checkpoint, or an ELECTRA pair of init.generator and init.discriminator."""
+    source = None
+    if spec.config is None and spec.preset is None:
+        if init.checkpoint is not None:
+            source = load_config(init.checkpoint)
+        elif init.generator is not None and init.discriminator is not None:
+            d, g = load_config(init.discriminator), load_config(init.generator)
+            source = ModelConfig(family="electra", head="electra", encoder=d.encoder, generator=g.encoder,
+                                 embedding_sharing=spec.embedding_sharing)
+    return spec.resolve(vocab_size, source, allow_resize_embeddings=init.allow_resize_embeddings)
 
 
 def initialize_from(model: nn.Module, init: InitConfig) -> list[str]:
@@ -68,8 +41,8 @@ def initialize_from(model: nn.Module, init: InitConfig) -> list[str]:
         notes += _copy(load_model(init.generator), model.generator, init, "generator")
     if init.discriminator is not None:
         notes += _copy(load_model(init.discriminator), deployed(model), init, "discriminator")
-    if getattr(model, "copy_gate", None) is not None:  # a pretraining device, not in any saved network
-        notes.append("copy_gate: kept its fresh initialization (init copies networks, not the trainer state)")
+    for name in model.pretraining_devices() if isinstance(model, Pair) else ():  # not in any saved network
+        notes.append(f"{name}: kept its fresh initialization (init copies networks, not the trainer state)")
     return notes
 
 
