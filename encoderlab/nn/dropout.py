@@ -3,8 +3,8 @@
 ``nn.Dropout`` on the CPU draws one Bernoulli variate per element; in an ELECTRA-small bf16
 training step that was the largest single cost, above every matrix product (profile in
 docs/benchmarks.md). Here one 64-bit draw from the global generator gives four 16-bit uniforms,
-each compared with a threshold: 1.5-2.9x faster than ``nn.Dropout`` forward on (32, 128, 256)
-and (32, 4, 128, 128) tensors, bf16 and fp32 (benchmarks/attention.py, 2 threads, 2026-12-03). The drop probability is
+each compared with a threshold: several times faster than ``nn.Dropout`` forward at the shapes of a
+training step (benchmarks/attention.py; figures in docs/benchmarks.md). The drop probability is
 rounded to a multiple of 2**-16 (0.1 becomes 0.1000061) and the kept values are scaled by the
 exact 1 / (1 - p) of that rounded p, so the expectation is unchanged. Elsewhere (CUDA) and in
 eval mode this is ``F.dropout``. Runs stay reproducible: the draws come from torch's global

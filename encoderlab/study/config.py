@@ -185,9 +185,8 @@ class StudyConfig(Config):
     random_control: bool = False
     # A folder of BLiMP paradigm files (../shared/data/blimp: 36 of the 67, "BLiMP dev") scored zero-shot
     # at every checkpoint of each variant's seed-0 run, pair by pair (study/blimp.py); a seeded sample
-    # of blimp_pairs_per_paradigm from each paradigm (None: all 1,000), the same for every variant. Cost:
-    # a 2 x 128 BERT scored 720 pairs in 13 s on a busy 2-core Xeon (2026-12-06), so 100 a paradigm
-    # (3,600 pairs) is about a minute per checkpoint and variant there.
+    # of blimp_pairs_per_paradigm from each paradigm (None: all 1,000), the same for every variant: 100 a
+    # paradigm (3,600 pairs) costs about a minute per checkpoint of a tiny model on 2 cores (docs/studies.md).
     blimp: str | None = None
     blimp_pairs_per_paradigm: int | None = 100
     # Fine-tuning learning rates to choose from, per model family and width (bert-128, ...) and task, on a

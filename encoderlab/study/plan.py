@@ -185,13 +185,10 @@ def finetune_fractions(cfg: StudyConfig, variant: str) -> list[float]:
     return sorted(set(cfg.finetune_fractions) | set(cfg.extra_finetune_fractions.get(variant, ())))
 
 
-# A fine-tuning's share of the ETA, where a pretraining counts PRETRAIN_UNITS (10) at any budget.
-# Measured on 2-core CPUs in docs/studies/claims-rope-sentence (2026-12-05; 5e13 FLOPs, 5 seeds x 3
-# epochs x 4,000 examples, two at once): a 2 x 128 checkpoint-task pair took 0.26 of a pretraining's
-# time (110 s against 415 s per slot), a 4 x 256 one 2.7 times that while its encoder costs 7.4
-# times the FLOPs per example, so a pair costs 0.74 + 0.26 x its encoder's FLOPs ratio to bert-tiny's
-# (data, tokenization, small batches and evaluation do not grow with the model). The constant weight
-# this replaces had put that study at 23 minutes; it took 62.
+# A fine-tuning's share of the ETA, where a pretraining counts PRETRAIN_UNITS (10) at any budget: a
+# pair costs a fixed share (data, tokenization, small batches and evaluation do not grow with the
+# model) plus a share that grows with its encoder's FLOPs ratio to bert-tiny's; the two shares were
+# measured in docs/studies/claims-rope-sentence (docs/studies.md, "The ETA's weights").
 _FT_REF_UNITS, _FT_REF_BUDGET, _FT_REF_EXAMPLES = 2.6, 5e13, 5 * 3 * 4000
 _FT_FIXED_SHARE = 0.74
 
