@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from encoderlab.eval.intrinsic import discriminator_log_original, pseudo_log_likelihoods, read_minimal_pairs
+from encoderlab.models.pairs import ElectraPair
 from encoderlab.study import stats
 
 PARADIGMS = 67
@@ -41,8 +43,6 @@ def paradigm_files(folder: str | Path) -> list[Path]:
 def load_pairs(folder: str | Path, per_paradigm: int | None = None, seed: int = 0) -> list[dict]:
     """Every paradigm's pairs, or a seeded sample of ``per_paradigm`` from each (the same for every
     variant and checkpoint, so the comparison stays paired)."""
-    from encoderlab.eval.intrinsic import read_minimal_pairs
-
     out = []
     for path in paradigm_files(folder):
         pairs = read_minimal_pairs(path)
@@ -56,9 +56,6 @@ def load_pairs(folder: str | Path, per_paradigm: int | None = None, seed: int = 
 def score(model, tok, pairs: list[dict], precision: str = "fp32") -> dict:
     """{"n", "deployed", networks: {"mlm" | "generator" | "discriminator": {"accuracy", "by_phenomenon",
     "correct": one '0'/'1' per pair}}}; "deployed" names the network that stands for the variant."""
-    from encoderlab.eval.intrinsic import discriminator_log_original, pseudo_log_likelihoods
-    from encoderlab.models.pairs import ElectraPair
-
     texts = [p["sentence_good"] for p in pairs] + [p["sentence_bad"] for p in pairs]
     n = len(pairs)
     nets = {}

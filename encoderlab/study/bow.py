@@ -15,6 +15,9 @@ from collections import Counter
 
 import numpy as np
 
+from encoderlab.eval import metrics as M
+from encoderlab.eval.finetune import eval_scores, subset
+
 VOCAB = 1000
 L2 = 1e-2
 STEPS = 200
@@ -79,9 +82,6 @@ def fit_predict(train, evals, *, kind: str, num_labels: int, vocab_size: int = V
 
 def bow_score(data, cfg) -> float:
     """The task score of the bag-of-words baseline on the task's eval split(s)."""
-    from encoderlab.eval import metrics as M
-    from encoderlab.eval.finetune import eval_scores, subset
-
     train = subset(data.train, cfg.max_train_examples)
     logits_of = fit_predict(train, data.evals, kind=data.spec.kind, num_labels=data.num_labels)
     return M.task_score(eval_scores(data, cfg, logits_of))

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from encoderlab.study.claims import steady_train
+from encoderlab.study.config import StudyConfig
 from encoderlab.study.metrics import TOKENS_PER_S
+from encoderlab.study.report import refresh_claims
+from encoderlab.study.results import StudyResults
+from encoderlab.study.roles import check_roles
+from encoderlab.study.runner import run_study
 
 BUILTIN = Path(__file__).resolve().parent / "builtin"
 
@@ -31,8 +37,6 @@ def builtin_names() -> list[str]:
 
 
 def load_study(name_or_path: str, overrides=()):
-    from encoderlab.study.config import StudyConfig
-
     path = Path(name_or_path)
     if not path.exists():
         if name_or_path not in builtin_names():
@@ -58,8 +62,6 @@ def cmd_demo(args) -> int:
 
 
 def cmd_study_claims(args) -> int:
-    from encoderlab.study.report import refresh_claims
-
     folder = Path(args.folder)
     for name in ("report.json", "report.md"):
         if not (folder / name).is_file():
@@ -70,9 +72,6 @@ def cmd_study_claims(args) -> int:
 
 
 def run(study: str, overrides) -> int:
-    from encoderlab.study.roles import check_roles
-    from encoderlab.study.runner import run_study
-
     cfg = load_study(study, overrides)  # a misspelled role or variant fails here (study/roles.py)
     for note in check_roles(cfg):  # the claims this study will not run, and why, before any compute
         print(f"[study] {note}")
@@ -81,9 +80,6 @@ def run(study: str, overrides) -> int:
 
 
 def print_summary(report: dict) -> None:
-    from encoderlab.study.claims import steady_train
-    from encoderlab.study.results import StudyResults
-
     print("\nvariant            params    tokens/s   downstream (median ± std)")
     for name, r in StudyResults.from_json(report).variants.items():
         fs = r.final_score()

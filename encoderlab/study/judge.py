@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from encoderlab.study import stats
+from encoderlab.study.blimp import correct_of, paired_diff
 from encoderlab.study.results import VariantResult
 
 V = dict[str, VariantResult]
@@ -48,8 +49,6 @@ class Judge:
         """(label, per-pair outcomes) of a variant's BLiMP dev at its last checkpoint, each pair's
         outcome averaged over the pretraining runs that have it, when BLiMP dev carries signal (or no
         control ran to say)."""
-        from encoderlab.study.blimp import correct_of
-
         if name not in self.v:
             return None
         r = self.v[name]
@@ -87,8 +86,6 @@ class Judge:
                 per[t] = (x, stats.verdict(x, kind, self.margin))
         za, zb = self.zero_shot(a), self.zero_shot(b)
         if za and zb and b_scores is None and a_fraction is b_fraction is None and not (a_unshared or b_unshared):
-            from encoderlab.study.blimp import paired_diff
-
             x = paired_diff(za[1], zb[1])  # zero-shot evidence beside the tasks, not in the aggregate
             per[f"{za[0]}, zero-shot"] = (x, stats.verdict(x, kind, self.margin))
         return Comparison(label, kind, e, stats.verdict(e, kind, self.margin), per)
@@ -110,8 +107,6 @@ def task_signal(v: V, controls: dict, draws: int = stats.DRAWS) -> dict[str, tup
         out[task] = (stats.verdict(e) == "holds", e)
     ctrl = (controls or {}).get("blimp")
     if ctrl:
-        from encoderlab.study.blimp import correct_of, paired_diff
-
         finals = [(r.measure["blimp"][max(r.measure["blimp"], key=float)]) for r in v.values()
                   if r.measure.get("blimp")]
         bits = [b for f in finals if (b := correct_of(f)) is not None and len(b) == ctrl["n"]]

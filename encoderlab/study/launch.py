@@ -29,6 +29,7 @@ from encoderlab.study.progress import (
 from encoderlab.study.stages import StageKey, Stages
 from encoderlab.threads import THREADS_FILE, write_threads
 from encoderlab.train.config import PretrainConfig
+from encoderlab.train.state import list_checkpoints
 
 RECIPE_FILE = "study_recipe.yaml"
 
@@ -105,8 +106,6 @@ def check_run_dir(name: str, recipe: PretrainConfig) -> None:
     mix both in one folder. The folder is left as it is. The saved recipe is read as the trainer reads
     it (old keys included), so only real changes are named."""
     import warnings
-
-    from encoderlab.train.state import list_checkpoints
 
     run_dir = Path(recipe.trainer.run_dir)
     saved = run_dir / RECIPE_FILE

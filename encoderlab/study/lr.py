@@ -16,7 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from encoderlab.checkpoint import load_model
+from encoderlab.data.tokenizer import load_tokenizer
+from encoderlab.eval.finetune import subset, train_seed
+from encoderlab.eval.tasks import load_task
+from encoderlab.study import measure
 from encoderlab.study.config import StudyConfig, TaskRef
+from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import family_of
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
@@ -35,12 +41,6 @@ def heldout_split(train: list, fraction: float = HELDOUT, seed: int = SPLIT_SEED
 
 def heldout_score(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, lr: float) -> float:
     """One fine-tuning (seed 0) of the checkpoint at rate ``lr`` on the rest, scored on the held-out part."""
-    from encoderlab.checkpoint import load_model
-    from encoderlab.data.tokenizer import load_tokenizer
-    from encoderlab.eval.finetune import subset, train_seed
-    from encoderlab.eval.tasks import load_task
-    from encoderlab.study.measure import task_spec
-
     spec, data_dir = task_spec(task, data)
     td = load_task(spec, data_dir)
     rest, held = heldout_split(subset(td.train, cfg.finetune.max_train_examples))
@@ -52,8 +52,6 @@ def heldout_score(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, lr: floa
 def pick_learning_rates(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages: Stages, data: dict,
                         progress) -> dict:
     """{family: {task: {"chosen": lr, "heldout": {lr: score}, "variant": name}}}; {} when finetune_lrs is empty."""
-    from encoderlab.study.measure import checkpoints_at
-
     if not cfg.finetune_lrs:
         return {}
     out: dict[str, dict] = {}
@@ -63,7 +61,7 @@ def pick_learning_rates(cfg: StudyConfig, recipes: dict[str, PretrainConfig], st
         if family in out:
             continue
         recipe = recipes[v.name]
-        ck = checkpoints_at(Path(recipe.trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)[
+        ck = measure.checkpoints_at(Path(recipe.trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)[
             max(cfg.finetune_fractions)].path
         out[family] = {}
         for task in cfg.tasks:

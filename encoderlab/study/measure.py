@@ -7,16 +7,25 @@ import json
 import random
 from pathlib import Path
 
+from encoderlab.checkpoint import load_model
+from encoderlab.data.store import TokenStore
+from encoderlab.data.tokenizer import load_tokenizer
+from encoderlab.eval.finetune import build_classifier, finetune, one_class_scores
+from encoderlab.eval.intrinsic import minimal_pairs_accuracy
+from encoderlab.eval.tasks import TaskSpec, get_task, load_task
+from encoderlab.models.build import unshare as unshare_model
+from encoderlab.models.pairs import ElectraPair, deployed
+from encoderlab.runtime import resolve_runtime
+from encoderlab.study.bow import bow_score
 from encoderlab.study.config import StudyConfig, TaskRef
 from encoderlab.study.results import Checkpoint, Curve
+from encoderlab.train.state import checkpoint_info, list_checkpoints
 
 DEMO_TASK = "demo"
 
 
 def checkpoints_at(run_dir: Path, budget: float, fractions) -> dict[float, Checkpoint]:
     """For each fraction f, the checkpoint whose cumulative FLOPs are nearest f * budget."""
-    from encoderlab.train.state import checkpoint_info, list_checkpoints
-
     found = []
     for p in list_checkpoints(run_dir):
         info = checkpoint_info(p)
@@ -42,8 +51,6 @@ def read_metrics(path: Path) -> Curve:
 
 
 def task_spec(task: TaskRef, data: dict):
-    from encoderlab.eval.tasks import TaskSpec, get_task
-
     if task.name == DEMO_TASK:
         if not data.get("demo_task"):
             raise ValueError("task 'demo' needs the embedded demo corpus (no corpus given)")
@@ -56,10 +63,6 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
     """All the study's fine-tuning seeds of one checkpoint on one task; ``init="random"``: the same
     architecture from fresh weights (the study's random-init control, eval/finetune.py);
     ``learning_rate``: one chosen on held-out training data (study/lr.py) in place of the study's."""
-    from encoderlab.checkpoint import load_model
-    from encoderlab.eval.finetune import finetune
-    from encoderlab.models.networks import unshare as unshare_model
-
     spec, data_dir = task_spec(task, data)
     model = load_model(ck)
     if unshare:
@@ -77,9 +80,6 @@ def task_baselines(cfg: StudyConfig, data: dict) -> dict:
     """Per task, the score of each one-class predictor on its eval split(s), scored as the
     fine-tunings are: a fine-tuning whose every seed sits on one of them learned nothing from its
     encoder, and the best of them is the majority-class baseline."""
-    from encoderlab.eval.finetune import one_class_scores
-    from encoderlab.eval.tasks import load_task
-
     out = {}
     for task in cfg.tasks:
         spec, data_dir = task_spec(task, data)
@@ -90,9 +90,6 @@ def task_baselines(cfg: StudyConfig, data: dict) -> dict:
 
 def bow_baseline(task: TaskRef, cfg: StudyConfig, data: dict) -> float:
     """The task's bag-of-words logistic (ridge, for regression) baseline score (study/bow.py)."""
-    from encoderlab.eval.tasks import load_task
-    from encoderlab.study.bow import bow_score
-
     spec, data_dir = task_spec(task, data)
     return bow_score(load_task(spec, data_dir), cfg.finetune)
 
@@ -106,17 +103,11 @@ def one_class(ft: dict, baseline: dict | None) -> bool:
 def deployed_encoder(ck: str):
     """The encoder a fine-tuning of the checkpoint deploys (an ELECTRA's discriminator, GDES tables
     written as plain ones): what inference latency is measured on."""
-    from encoderlab.checkpoint import load_model
-    from encoderlab.eval.finetune import build_classifier
-
     return build_classifier(load_model(ck), 2).encoder.eval()
 
 
 def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
     """Size, parameters and minimal pairs (latency: study/speed.py, all variants side by side)."""
-    from encoderlab.checkpoint import load_model
-    from encoderlab.models.pairs import deployed
-
     model = load_model(ck).eval()
     net = deployed(model)
     ck = Path(ck)
@@ -135,9 +126,6 @@ def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:
 def derived_minimal_pairs(data: dict, path: Path, n: int = 300, seed: int = 0) -> Path:
     """Minimal pairs from held-out text: the good sentence as written, the bad one with two adjacent
     words swapped (UID "adjacent-swap"). Real sentences the models never trained on."""
-    from encoderlab.data.store import TokenStore
-    from encoderlab.data.tokenizer import load_tokenizer
-
     store = TokenStore(data["store"], "valid")
     tok = load_tokenizer(data["tokenizer"])
     rng = random.Random(seed)
@@ -158,11 +146,6 @@ def derived_minimal_pairs(data: dict, path: Path, n: int = 300, seed: int = 0) -
 
 
 def minimal_pairs(model, cfg: StudyConfig, data: dict, ck: Path) -> dict:
-    from encoderlab.data.tokenizer import load_tokenizer
-    from encoderlab.eval.intrinsic import minimal_pairs_accuracy
-    from encoderlab.models.pairs import ElectraPair, deployed
-    from encoderlab.runtime import resolve_runtime
-
     path = Path(cfg.minimal_pairs) if cfg.minimal_pairs else Path(cfg.out_dir) / "data" / "minimal_pairs.jsonl"
     if not cfg.minimal_pairs and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)  # no data/ dir when the study reuses a store

@@ -15,7 +15,10 @@ A probe is off while its task is unset (StudyConfig.generation_task / robustness
 
 from __future__ import annotations
 
-from encoderlab.study.config import StudyConfig
+from encoderlab.eval.robustness import evaluate_robustness
+from encoderlab.generate.train import run_generation
+from encoderlab.study.config import StudyConfig, TaskRef
+from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import finetune_weight, recipe_fingerprint
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
@@ -71,8 +74,6 @@ def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: 
 
 
 def _generation(cfg: StudyConfig, ck: str, network: str, data: dict) -> dict:
-    from encoderlab.generate.train import run_generation
-
     r = run_generation(ck, cfg.generation_task, cfg.generation, cfg.seeds, network=network,
                        tokenizer_dir=data["tokenizer"], log=lambda *a: None)
     split = "test" if any(k.startswith("test/") for k in r.summary) else "dev"
@@ -82,10 +83,6 @@ def _generation(cfg: StudyConfig, ck: str, network: str, data: dict) -> dict:
 
 
 def _robustness(cfg: StudyConfig, ck: str, data: dict) -> dict:
-    from encoderlab.eval.robustness import evaluate_robustness
-    from encoderlab.study.config import TaskRef
-    from encoderlab.study.measure import task_spec
-
     spec, data_dir = task_spec(TaskRef(name=cfg.robustness_task), data)  # "demo" too, as the study's tasks
     r = evaluate_robustness(ck, spec, cfg.finetune, cfg.robustness, cfg.seeds,
                             data_dir=data_dir, tokenizer_dir=data["tokenizer"], log=lambda *a: None)

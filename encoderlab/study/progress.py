@@ -16,6 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from encoderlab.checkpoint import CheckpointError
+from encoderlab.train.state import checkpoint_info, list_checkpoints
+
 HEARTBEAT_S = 30.0
 
 
@@ -143,9 +146,6 @@ class PretrainShares:
     def start(self, name: str) -> None:
         """Count the share of a variant's budget its latest checkpoint holds (where its run resumes)
         as done; 0 for a fresh one."""
-        from encoderlab.checkpoint import CheckpointError
-        from encoderlab.train.state import checkpoint_info, list_checkpoints
-
         found = list_checkpoints(self.run_dirs[name])
         try:
             flops = checkpoint_info(found[-1])["flops"] if found else 0.0

@@ -24,7 +24,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from encoderlab.config import ConfigError
+from encoderlab.eval import prompting
+from encoderlab.eval.tasks import BUILTIN, TaskDataError, get_task, resolve_dir
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
+from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import measure_weight, recipe_fingerprint, run_name
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
@@ -59,8 +62,6 @@ def check_prompt_config(cfg: StudyConfig) -> None:
 
 
 def _check_task(name: str, cfg: StudyConfig) -> None:
-    from encoderlab.eval.tasks import BUILTIN, get_task
-
     with_pattern = sorted(n for n, s in BUILTIN.items() if s.template and s.verbalizer)
     try:
         spec = get_task(name)
@@ -77,9 +78,6 @@ def _check_task(name: str, cfg: StudyConfig) -> None:
 
 def check_prompt_data(cfg: StudyConfig, data: dict) -> None:
     """Find every prompt task's files now, as plan.check_tasks does for the fine-tuning tasks."""
-    from encoderlab.eval.tasks import TaskDataError, resolve_dir
-    from encoderlab.study.measure import task_spec
-
     for name in cfg.prompt_tasks:
         try:
             resolve_dir(*task_spec(task_ref(cfg, name), data))
@@ -140,8 +138,6 @@ def prompt_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, Pretrain
 def prompt_run(cfg: StudyConfig, run: str, ck: str, recipe: PretrainConfig, task: str, k: int, data: dict,
                stages: Stages, progress: Progress) -> dict:
     """One run's checkpoint prompted on one task at k shots (all few-shot seeds), as a stage."""
-    from encoderlab.study.measure import task_spec
-
     spec, data_dir = task_spec(task_ref(cfg, task), data)
     seeds = [0] if k == 0 else list(range(cfg.prompt_seeds))
     settings = cfg.prompt.to_dict()
@@ -155,9 +151,7 @@ def prompt_run(cfg: StudyConfig, run: str, ck: str, recipe: PretrainConfig, task
 
 
 def _prompt(cfg: StudyConfig, ck: str, spec, data_dir, k: int, seeds: list[int], data: dict) -> dict:
-    from encoderlab.eval.prompting import prompt_classify
-
-    r = prompt_classify(Path(ck), spec, cfg.prompt, k=k, seeds=seeds, data_dir=data_dir,
+    r = prompting.prompt_classify(Path(ck), spec, cfg.prompt, k=k, seeds=seeds, data_dir=data_dir,
                         tokenizer_dir=data["tokenizer"], log=lambda *a: None)
     # one accuracy per few-shot seed: the eval split's, or the mean of several splits' (MNLI m/mm)
     per_seed = [sum(s["scores"].values()) / len(s["scores"]) for s in r["seeds"]]

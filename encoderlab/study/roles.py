@@ -19,12 +19,9 @@ A study without variants (a config fragment, e.g. only ``roles:``) is not checke
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from encoderlab.config import ConfigError, closest
-
-if TYPE_CHECKING:
-    from encoderlab.study.config import ClaimRoles, StudyConfig
+from encoderlab.study.config import ClaimRoles, StudyConfig
 
 # claim -> the ClaimRoles fields it cannot run without (study/claims.py; optional roles left out).
 # "width_pairs" and "generator_sizes" are groups: claim 3 needs one pair, claim 6 three sizes.
@@ -54,8 +51,6 @@ def check_roles(cfg: StudyConfig) -> list[str]:
     or was mapped to a variant the study lacks (unless ``allow_missing_roles``)."""
     if not cfg.variants:
         return []
-    from encoderlab.study.config import ClaimRoles
-
     present = [v.name for v in cfg.variants]
     roles = cfg.roles
     all_roles = {label: n for f in _fields() for label, n in role_names(roles, f).items()}
@@ -90,8 +85,6 @@ def check_roles(cfg: StudyConfig) -> list[str]:
 
 
 def _fields() -> list[str]:
-    from encoderlab.study.config import ClaimRoles
-
     return [f.name for f in dataclasses.fields(ClaimRoles)]
 
 

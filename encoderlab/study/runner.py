@@ -13,12 +13,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from encoderlab.study import launch
+from encoderlab.checkpoint import load_model
+from encoderlab.config import ConfigError
+from encoderlab.data.corpus import Corpus, CorpusConfig
+from encoderlab.data.prepare import PrepareConfig, prepare
+from encoderlab.data.store import TokenStore
+from encoderlab.data.tokenizer import load_tokenizer, train_tokenizer
+from encoderlab.models.build import build_model
+from encoderlab.objectives.base import ObjectiveConfig
+from encoderlab.study import blimp, launch, measure, speed
+from encoderlab.study.blimp import paradigm_files
 from encoderlab.study.config import StudyConfig, VariantSpec
+from encoderlab.study.demo_corpus import build
+from encoderlab.study.lr import chosen, pick_learning_rates
 from encoderlab.study.metrics import LATENCY_MS
 from encoderlab.study.plan import (
     FinetuneUnit,
     check_tasks,
+    family_of,
     finetune_fractions,
     finetune_units,
     finetune_weight,
@@ -30,8 +42,10 @@ from encoderlab.study.plan import (
 from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.prompt import check_prompt_data, prompt_total_weight, run_prompting
+from encoderlab.study.report import write_report
 from encoderlab.study.results import Pretraining, Replica, Speed, StudyResults, VariantResult
 from encoderlab.study.stages import StageKey, Stages, fingerprint
+from encoderlab.train.baselines import count_baselines
 from encoderlab.train.config import PretrainConfig
 
 
@@ -51,16 +65,11 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
 
 
 def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
-    from encoderlab.study.report import write_report
-
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
     check_tasks(cfg, data)
     check_prompt_data(cfg, data)
     if cfg.blimp:  # a missing folder stops the study now, not after hours of pretraining
-        from encoderlab.config import ConfigError
-        from encoderlab.study.blimp import paradigm_files
-
         try:
             paradigm_files(cfg.blimp)
         except FileNotFoundError as e:
@@ -75,8 +84,6 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
     progress.new_phase()
     if cfg.finetune_lrs:  # chosen on held-out training data before any fine-tuning the claims read
-        from encoderlab.study.lr import pick_learning_rates
-
         data = {**data, "learning_rates": pick_learning_rates(cfg, recipes, stages, data, progress)}
     finetune_all(cfg, recipes, data, stages, progress)
     results = StudyResults(config=cfg.to_dict(), data=data, baselines=task_baselines(cfg, data, stages, progress),
@@ -96,8 +103,6 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
 
 # ---- data ----------------------------------------------------------------------------------------
 def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
-    from encoderlab.data.store import TokenStore
-
     if cfg.store:
         store = TokenStore(cfg.store)
         return {"store": cfg.store, "tokenizer": str(store.tokenizer_dir), "demo_task": None,
@@ -109,15 +114,10 @@ def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress
 
 
 def _prepare(cfg: StudyConfig, out: Path, progress: Progress) -> dict:
-    from encoderlab.data.corpus import CorpusConfig
-    from encoderlab.data.prepare import PrepareConfig, prepare
-
     seed = cfg.base.trainer.seed
     data_dir = out / "data"
     corpus, demo_task = list(cfg.corpus), None
     if not corpus:
-        from encoderlab.study.demo_corpus import build
-
         progress.stage("data: extracting the demo corpus (standard-library docstrings)")
         info = build(data_dir / "demo")
         corpus, demo_task = [str(data_dir / "demo" / "corpus.txt")], str(data_dir / "demo" / "task")
@@ -125,9 +125,6 @@ def _prepare(cfg: StudyConfig, out: Path, progress: Progress) -> dict:
     ccfg = CorpusConfig(paths=tuple(corpus), doc_split=cfg.doc_split)
     tok_dir = cfg.tokenizer
     if tok_dir is None:
-        from encoderlab.data.corpus import Corpus
-        from encoderlab.data.tokenizer import train_tokenizer
-
         tok_dir = str(data_dir / "tokenizer")
         progress.stage(f"data: training a WordPiece tokenizer (vocab {cfg.vocab_size})")
         train_tokenizer(_capped(Corpus(ccfg), cfg.max_documents), vocab_size=cfg.vocab_size, out=tok_dir)
@@ -147,8 +144,6 @@ def _capped(it, n):
 def task_baselines(cfg: StudyConfig, data: dict, stages: Stages, progress: Progress) -> dict:
     """Per task the one-class scores and majority class (measure.task_baselines) and the bag-of-words
     baseline, a stage of its own per task (it fits a model: about 5 s a task at 4,000 examples)."""
-    from encoderlab.study import measure
-
     out = measure.task_baselines(cfg, data)
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}
     for task in cfg.tasks:
@@ -163,8 +158,6 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
                    progress: Progress) -> dict:
     """The bert role's architecture (else the first variant's) fine-tuned from fresh weights on every
     task with the study's seeds; {} when the study asks for no control."""
-    from encoderlab.study import measure
-
     if not cfg.random_control or not cfg.variants:
         return {}
     name = cfg.roles.bert if cfg.variant(cfg.roles.bert or "") else cfg.variants[0].name
@@ -183,11 +176,6 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
     if cfg.blimp:  # the same architecture from fresh weights, zero-shot
         import torch
 
-        from encoderlab.checkpoint import load_model
-        from encoderlab.data.tokenizer import load_tokenizer
-        from encoderlab.models.networks import build_model
-        from encoderlab.study import blimp
-
         def score_fresh() -> dict:
             torch.manual_seed(0)
             fresh = build_model(load_model(path).config).eval()
@@ -203,9 +191,6 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
 def mlm_baselines(recipes: dict[str, PretrainConfig], stages: Stages, progress: Progress) -> dict:
     """Unigram and bigram accuracy at the held-out evaluation's masked positions, which are the same
     for every variant (train/baselines.py): the scale on which the report says who left the plateau."""
-    from encoderlab.objectives.base import ObjectiveConfig
-    from encoderlab.train.baselines import count_baselines
-
     first = next(iter(recipes.values()))
     recipe = first.replace(objective=ObjectiveConfig(kind="mlm"),
                            data=first.data.replace(short_seq_len=None, short_seq_steps=0))  # held-out: full length
@@ -220,8 +205,6 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
                  progress: Progress) -> None:
     """Every fine-tuning not done yet: in this process with one job, else up to finetune_jobs
     worker processes at once, each stored as it finishes so an interrupted study keeps what it got."""
-    from encoderlab.study import measure
-
     todo: list[FinetuneUnit] = []
     for v in cfg.variants:
         for seed in range(cfg.pretrain_seeds):
@@ -262,8 +245,6 @@ def _stage(u: FinetuneUnit) -> StageKey:
 
 
 def _finetune_unit(args: tuple) -> tuple[FinetuneUnit, dict]:
-    from encoderlab.study import measure
-
     u, cfg, data = args
     return u, measure.finetune_checkpoint(u.checkpoint, u.task, cfg, data, unshare=u.key.unshared,
                                           learning_rate=u.learning_rate)
@@ -275,8 +256,6 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     """Checkpoints, curves, fine-tuning and measurements of one pretrained variant (its seed-0 run; the
     further pretraining seeds' checkpoints, curves and fine-tunings as replicas)."""
     recipe = recipes[v.name]
-    from encoderlab.study import measure
-
     run_dir = Path(recipe.trainer.run_dir)
     fp = recipe_fingerprint(recipe)
     res = VariantResult(name=v.name, spec=v.to_dict(), run_dir=str(run_dir),
@@ -306,10 +285,6 @@ def blimp_curve(cfg: StudyConfig, run: str, checkpoints: dict, data: dict, stage
     the last of a further pretraining seed's), one stage each;
     {fraction: record}, the per-pair outcomes kept at the last checkpoint only (the paired comparisons
     read those; report.json stays small)."""
-    from encoderlab.checkpoint import load_model
-    from encoderlab.data.tokenizer import load_tokenizer
-    from encoderlab.study import blimp
-
     out, last = {}, max(checkpoints)
     for frac, ck in sorted(checkpoints.items()):
         cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm)
@@ -329,17 +304,12 @@ def lrs_of(cfg: StudyConfig, recipe: PretrainConfig, data: dict) -> dict[str, fl
     """{task: learning rate} chosen for the recipe's family (study/lr.py); {} when the study chose none."""
     if not data.get("learning_rates"):
         return {}
-    from encoderlab.study.lr import chosen
-    from encoderlab.study.plan import family_of
-
     return chosen(data, family_of(cfg, recipe))
 
 
 def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig, stages: Stages,
             lrs: dict[str, float] | None = None, data: dict | None = None, progress: Progress | None = None) -> Replica:
     """The checkpoints, curves and fine-tunings of variant ``v``'s run from pretraining seed ``seed``."""
-    from encoderlab.study import measure
-
     run_dir = Path(recipe.trainer.run_dir)
     rep = Replica(seed=seed, run_dir=str(run_dir),
                   checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
@@ -358,9 +328,6 @@ def zeroshot_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: d
     """Minimal pairs at every evaluated checkpoint (held-out MLM accuracy and discriminator AUC are
     already in the pretraining's eval records), so the report draws learning curves against FLOPs as
     the BabyLM pipeline does. {fraction: {"flops", "step", "minimal_pairs"}}; one stage each."""
-    from encoderlab.checkpoint import load_model
-    from encoderlab.study import measure
-
     out = {}
     final = max(cfg.eval_fractions)
     for frac, ck in sorted(res.checkpoints.items()):
@@ -381,8 +348,6 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
     (study/speed.py), at the thread count each pretraining had; stored in each variant's results.
     Two-stage ELECTRA variants keep their logged rate: a step at a time cannot stand for both stages."""
     import torch
-
-    from encoderlab.study import measure, speed
 
     threads = cfg.threads_per_job()
     timed = {n: r for n, r in recipes.items() if not r.objective.two_stage_generator_steps}

@@ -22,6 +22,7 @@ import torch
 
 from encoderlab.runtime import resolve_runtime
 from encoderlab.study.metrics import TOKENS_PER_S
+from encoderlab.train.trainer import Trainer
 
 ROUNDS = 5
 
@@ -29,8 +30,6 @@ ROUNDS = 5
 def _trainer(recipe, run_dir: Path):
     """The variant's own trainer (model, objective, optimizer, data) at full sequence length,
     writing nothing: the step timed is exactly the pretraining step."""
-    from encoderlab.train.trainer import Trainer
-
     cfg = recipe.replace(data=recipe.data.replace(short_seq_steps=0, eval_batches=0),
                          trainer=recipe.trainer.replace(run_dir=str(run_dir), resume="never", max_flops=None,
                                                         max_steps=10**9, log_every=0, eval_every=0,
