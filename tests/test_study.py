@@ -21,7 +21,7 @@ from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.plan import recipe_fingerprint
 from encoderlab.study.progress import Progress
-from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, Speed, StudyResults, VariantResult
+from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, Measure, Speed, StudyResults, VariantResult
 from encoderlab.study.runner import run_study
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import PretrainConfig, TrainerConfig
@@ -98,7 +98,7 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
         "bert F1", "generator F1", "discriminator F1"}
     assert claims[13]["verdict"] != "not run" and "electra drop" in claims[13]["numbers"]
     # ... and, with minimal pairs on, the zero-shot suite scores every evaluated checkpoint
-    zs = StudyResults.from_json(report).variants["electra"].measure["zeroshot"]
+    zs = StudyResults.from_json(report).variants["electra"].measure.zeroshot
     assert set(zs) == {"0.5", "1"} and zs["0.5"]["flops"] < zs["1"]["flops"]
     assert {"generator", "discriminator"} <= set(zs["1"]["minimal_pairs"])
     assert (out / "zeroshot_vs_flops.png").exists() and "zeroshot_vs_flops.png" in (out / "report.md").read_text()
@@ -141,11 +141,11 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     assert {r["learning_rate"] for r in (bert.finetune[FinetuneKey("demo", 1.0)],
                                          bert.replicas[0].finetune[FinetuneKey("demo", 1.0)])} == {lr["chosen"]}
     assert "chosen per family and task on a held-out fifth" in text and "lr:bert-128:demo:0.001" in stages.data
-    zs = bert.measure["blimp"]
+    zs = bert.measure.blimp
     assert set(zs) == {"0.5", "1"} and zs["1"]["label"] == "BLiMP dev (2 of 67 paradigms)" and zs["1"]["n"] == 6
     assert len(zs["1"]["networks"]["mlm"]["correct"]) == 6 and "correct" not in zs["0.5"]["networks"]["mlm"]
     assert report["controls"]["blimp"]["n"] == 6 and "BLiMP dev (2 of 67 paradigms), zero-shot (6 pairs" in text
-    rz = bert.replicas[0].measure["blimp"]  # the second run's last checkpoint, pair by pair
+    rz = bert.replicas[0].measure.blimp  # the second run's last checkpoint, pair by pair
     assert set(rz) == {"1"} and len(rz["1"]["networks"]["mlm"]["correct"]) == 6 and "blimp:bert@seed1@1" in stages.data
     # Forget a fine-tuning stage of the second run, as if the study had been killed during it.
     del stages.data["finetune:bert@seed1:1.0:demo"]
@@ -265,7 +265,7 @@ def _variant(score, std=0.01, params=1000, mb=4.0, name="v", seeds=5):
     ft = {FinetuneKey("demo", 1.0): {"score": {"median": score, "std": std, "min": min(per_seed),
                                                "max": max(per_seed), "n": seeds}, "per_seed": per_seed}}
     return VariantResult(name=name, spec={}, run_dir="", finetune=ft,
-                         measure={"params_encoder": params, "checkpoint_mb": mb},
+                         measure=Measure(params_encoder=params, checkpoint_mb=mb),
                          curve=Curve(train=[{"tokens_per_s": 100.0, "peak_memory_mb": 10.0}]),
                          checkpoints={1.0: Checkpoint("", 1, 1.0, 1.0)})
 
@@ -395,16 +395,16 @@ def test_generation_and_robustness_claims_read_the_probes():
     v = {"bert": _variant(0.80), "electra": _variant(0.85)}
     c = _by_claim(evaluate_claims(v))
     assert c[12].verdict == c[13].verdict == "not run"
-    v["bert"].measure["generation"] = {"mlm": {"summary": {"f1": _spread(0.30)}}}
-    v["electra"].measure["generation"] = {"generator": {"summary": {"f1": _spread(0.25)}},
+    v["bert"].measure.generation = {"mlm": {"summary": {"f1": _spread(0.30)}}}
+    v["electra"].measure.generation = {"generator": {"summary": {"f1": _spread(0.25)}},
                                           "discriminator": {"summary": {"f1": _spread(0.02)}}}
-    v["bert"].measure["robustness"] = {"kinds": {"synonym": {"drop": _spread(0.02)}}}
-    v["electra"].measure["robustness"] = {"kinds": {"synonym": {"drop": _spread(0.025)}}}
+    v["bert"].measure.robustness = {"kinds": {"synonym": {"drop": _spread(0.02)}}}
+    v["electra"].measure.robustness = {"kinds": {"synonym": {"drop": _spread(0.025)}}}
     c = _by_claim(evaluate_claims(v))
     assert c[12].verdict == "holds" and c[12].numbers["discriminator F1"] == 0.02
     assert c[13].verdict == "inconclusive"  # 0.5 points apart with 1-point seed spread
-    v["electra"].measure["generation"]["discriminator"]["summary"]["f1"] = _spread(0.40)
-    v["electra"].measure["robustness"]["kinds"]["synonym"]["drop"] = _spread(0.10)
+    v["electra"].measure.generation["discriminator"]["summary"]["f1"] = _spread(0.40)
+    v["electra"].measure.robustness["kinds"]["synonym"]["drop"] = _spread(0.10)
     c = _by_claim(evaluate_claims(v))
     assert c[12].verdict == "does not hold" and c[13].verdict == "holds"
 

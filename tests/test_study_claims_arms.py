@@ -17,7 +17,7 @@ from encoderlab.study.claims_arms import (
 )
 from encoderlab.study.config import ClaimRoles
 from encoderlab.study.judge import Judge
-from encoderlab.study.results import Curve, FinetuneKey, Replica, VariantResult
+from encoderlab.study.results import Curve, FinetuneKey, Measure, Replica, VariantResult
 
 ROLES = ClaimRoles()
 TASKS = ("sst2", "rte")
@@ -36,7 +36,7 @@ def _variant(name: str, level: float, *, spread: float = 0.01, runs: int = 3, se
 
     fts = [{FinetuneKey(task, 1.0): ft(t, p) for t, task in enumerate(TASKS)} for p in range(runs)]
     return VariantResult(name=name, spec={"objective": objective or {}}, run_dir=f"runs/{name}", finetune=fts[0],
-                         curve=Curve(eval=[eval_rec] if eval_rec else []), measure={"prompt": prompt or {}},
+                         curve=Curve(eval=[eval_rec] if eval_rec else []), measure=Measure(prompt=prompt or {}),
                          replicas=[Replica(seed=p, run_dir=f"runs/{name}@seed{p}", finetune=fts[p])
                                    for p in range(1, runs)])
 

@@ -9,7 +9,7 @@ import pytest
 
 from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.judge import task_signal
-from encoderlab.study.results import Checkpoint, FinetuneKey, VariantResult
+from encoderlab.study.results import Checkpoint, FinetuneKey, Measure, VariantResult
 
 
 def _ft(level, rng):
@@ -92,15 +92,15 @@ def test_blimp_dev_enters_a_claims_rows_only_with_signal():
     label = "BLiMP dev (36 of 67 paradigms)"
     for name, k in (("bert", 700), ("electra", 600)):
         bits = "1" * k + "0" * (1000 - k)
-        v[name].measure["blimp"] = {"1": {"label": label, "n": 1000, "deployed": "mlm",
+        v[name].measure.blimp = {"1": {"label": label, "n": 1000, "deployed": "mlm",
                                           "networks": {"mlm": {"accuracy": k / 1000, "correct": bits}}}}
     rows = {str(c.claim): c for c in evaluate_claims(v, draws=200)}["5a"].comparisons[0].per_task
     assert rows[f"{label}, zero-shot"][1] == "does not hold"  # 0.60 against 0.70, paired over pairs
     from encoderlab.study.results import Replica
 
     bits = "1" * 800 + "0" * 200  # a second pretraining run of bert: each pair's outcome averaged over both
-    v["bert"].replicas = [Replica(seed=1, run_dir="", measure={"blimp": {"1": {
-        "label": label, "n": 1000, "deployed": "mlm", "networks": {"mlm": {"accuracy": 0.8, "correct": bits}}}}})]
+    v["bert"].replicas = [Replica(seed=1, run_dir="", measure=Measure(blimp={"1": {
+        "label": label, "n": 1000, "deployed": "mlm", "networks": {"mlm": {"accuracy": 0.8, "correct": bits}}}}))]
     rows = {str(c.claim): c for c in evaluate_claims(v, draws=200)}["5a"].comparisons[0].per_task
     assert rows[f"{label}, zero-shot"][0].diff == pytest.approx(0.6 - 0.75)
     off = evaluate_claims(v, draws=200, signal={"cola": True, "mrpc": True, label: False})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from encoderlab.study.claims import evaluate_claims
-from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, VariantResult
+from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, Measure, VariantResult
 
 pytest.importorskip("matplotlib")
 
@@ -22,7 +22,7 @@ def _variant(name, level, acc, rng):
                                             "per_seed": per_seed}
     curve = Curve(eval=[{"flops": f * 1e14, "eval_mlm_accuracy": acc * f ** 0.5} for f in (0.25, 0.5, 1)])
     return VariantResult(name=name, spec={}, run_dir="", finetune=fts, curve=curve,
-                         measure={"params_encoder": 1000, "checkpoint_mb": 4.0},
+                         measure=Measure(params_encoder=1000, checkpoint_mb=4.0),
                          checkpoints={f: Checkpoint("", 1, f * 1e14, f) for f in (0.25, 0.5, 1.0)})
 
 

@@ -88,9 +88,9 @@ def probed(tmp_path_factory):
 def test_the_probe_writes_what_claim_17_reads_for_an_mlm_and_an_electra_pair(probed):
     cfg, variants, _, stages, _ = probed
     task = cfg.prompt_tasks[0]
-    assert "prompt" not in variants["clm"].measure  # causal-only: no network scores the token at [MASK]
+    assert variants["clm"].measure.prompt is None  # causal-only: no network scores the token at [MASK]
     for name, method in (("bert", "mlm"), ("electra", "discriminator")):
-        got = variants[name].measure["prompt"]
+        got = variants[name].measure.prompt
         assert set(got) == {task} and set(got[task]) == {"k=0", "k=4"}
         zero, few = got[task]["k=0"], got[task]["k=4"]
         assert zero["method"] == few["method"] == method
@@ -118,12 +118,12 @@ def test_few_shot_draws_are_the_same_for_every_run_of_every_variant(probed):
 
 def test_a_rerun_reads_the_stages_and_redoes_what_changed(probed, monkeypatch):
     cfg, variants, _, stages, tmp = probed
-    before = {n: v.measure["prompt"] for n, v in variants.items() if "prompt" in v.measure}
+    before = {n: v.measure.prompt for n, v in variants.items() if v.measure.prompt is not None}
     fresh = {n: VariantResult(name=n, spec={}, run_dir=v.run_dir, checkpoints=v.checkpoints, replicas=v.replicas)
              for n, v in variants.items()}
     monkeypatch.setattr(prompting, "prompt_classify", lambda *a, **k: pytest.fail("a finished stage was redone"))
     _run(cfg, fresh, tmp, Stages(stages.path))
-    assert {n: v.measure["prompt"] for n, v in fresh.items() if "prompt" in v.measure} == before
+    assert {n: v.measure.prompt for n, v in fresh.items() if v.measure.prompt is not None} == before
     changed = cfg.replace(prompt=cfg.prompt.replace(steps=4), prompt_shots=(0,))  # zero-shot trains nothing
     _run(changed, fresh, tmp, Stages(stages.path))
     with pytest.raises(pytest.fail.Exception, match="redone"):  # a few-shot stage's fingerprint changed

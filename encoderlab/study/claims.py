@@ -28,7 +28,6 @@ from encoderlab.study.metrics import (
     EVAL_MLM_ACCURACY,
     EVAL_MLM_MASKED_ACCURACY,
     EVAL_MLM_MASKED_SOFTMAX_ACCURACY,
-    LATENCY_MS,
     PEAK_MEMORY_MB,
     TOKENS_PER_S,
 )
@@ -125,10 +124,10 @@ def size(j: Judge, r: ClaimRoles) -> Claim:
     v = j.v
     if r.bert in v and r.albert in v:
         b, a = v[r.bert].measure, v[r.albert].measure
-        p, s = a["params_encoder"] / b["params_encoder"], a["checkpoint_mb"] / b["checkpoint_mb"]
+        p, s = a.params_encoder / b.params_encoder, a.checkpoint_mb / b.checkpoint_mb
         c.verdict = _verdict(p < 0.7 and s < 0.7)
-        c.numbers = {"albert/bert params": p, "albert/bert checkpoint size": s, "bert params": b["params_encoder"],
-                     "albert params": a["params_encoder"]}
+        c.numbers = {"albert/bert params": p, "albert/bert checkpoint size": s, "bert params": b.params_encoder,
+                     "albert params": a.params_encoder}
     return c
 
 
@@ -136,8 +135,8 @@ def latency(j: Judge, r: ClaimRoles) -> Claim:
     c = Claim(2, "ALBERT's inference is no faster than BERT's at the same spec (sharing saves no computation)",
               "not run", note="holds when no setting is more than 10% faster for ALBERT", kind=SANITY)
     v = j.v
-    if r.bert in v and r.albert in v and LATENCY_MS in v[r.bert].measure:
-        lb, la = v[r.bert].measure[LATENCY_MS], v[r.albert].measure[LATENCY_MS]
+    if r.bert in v and r.albert in v and v[r.bert].measure.latency_ms is not None:
+        lb, la = v[r.bert].measure.latency_ms, v[r.albert].measure.latency_ms
         ratios = {k: la[k] / lb[k] for k in lb if k in la}
         c.verdict = _verdict(min(ratios.values()) > 0.9)
         c.numbers = {f"albert/bert latency {k}": x for k, x in ratios.items()}
@@ -308,9 +307,9 @@ def generator_is_weaker_mlm(j: Judge, r: ClaimRoles) -> Claim:
     c = Claim(8, "ELECTRA's discriminator is no MLM, and its generator is a weaker MLM than BERT", "not run",
               compared=[r.bert, r.electra], kind=SANITY)
     v = j.v
-    if not (r.bert in v and r.electra in v and "minimal_pairs" in v[r.electra].measure):
+    if not (r.bert in v and r.electra in v and v[r.electra].measure.minimal_pairs is not None):
         return c
-    mb, me = v[r.bert].measure.get("minimal_pairs", {}), v[r.electra].measure["minimal_pairs"]
+    mb, me = v[r.bert].measure.minimal_pairs or {}, v[r.electra].measure.minimal_pairs
     eb, ee = v[r.bert].final_eval(), v[r.electra].final_eval()
     c.numbers = {"bert MLM accuracy (held-out)": eb.get(EVAL_MLM_ACCURACY),
                  "generator MLM accuracy (held-out)": ee.get(EVAL_GEN_ACCURACY),
@@ -384,8 +383,8 @@ def generation_start(j: Judge, r: ClaimRoles) -> Claim:
     v = j.v
     c = Claim(12, "An ELECTRA discriminator is a poor starting point for MLM-based (UniLM) generation", "not run",
               compared=[r.bert, r.electra], note="token F1 of greedy decodes on the generation task's test split")
-    gb = v[r.bert].measure.get("generation", {}) if r.bert in v else {}
-    ge = v[r.electra].measure.get("generation", {}) if r.electra in v else {}
+    gb = (v[r.bert].measure.generation or {}) if r.bert in v else {}
+    ge = (v[r.electra].measure.generation or {}) if r.electra in v else {}
     f1 = {name: g["summary"].get("f1") for name, g in (("bert", gb.get("mlm")), ("generator", ge.get("generator")),
                                                         ("discriminator", ge.get("discriminator"))) if g}
     if len(f1) < 3 or None in f1.values():
@@ -402,7 +401,7 @@ def robustness(j: Judge, r: ClaimRoles) -> Claim:
     v = j.v
     c = Claim(13, "ELECTRA loses more under synonym substitution than BERT", "not run", compared=[r.bert, r.electra],
               note="drop = clean - perturbed accuracy on the examples the substitution changed")
-    drops = {k: v[n].measure.get("robustness", {}).get("kinds", {}).get("synonym", {}).get("drop")
+    drops = {k: (v[n].measure.robustness or {}).get("kinds", {}).get("synonym", {}).get("drop")
              for k, n in (("bert", r.bert), ("electra", r.electra)) if n in v}
     if len(drops) < 2 or None in drops.values():
         return c

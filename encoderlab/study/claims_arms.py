@@ -11,7 +11,7 @@ pretraining runs by few-shot seeds, which is what a fine-tuning's scores are.
 The arms' variant names are ArmRoles' (docs/studies/claims-arms/study.yaml uses the defaults); bert and
 electra are the study's ClaimRoles. claims.evaluate_claims runs them after claims 1-14.
 
-Prompt scores (claim 17) are read from ``VariantResult.measure["prompt"]``: {task: {"k=K": {"method":
+Prompt scores (claim 17) are read from ``VariantResult.measure.prompt``: {task: {"k=K": {"method":
 "discriminator" | "mlm", "per_run": [[accuracy per few-shot seed] per pretraining run]}}}, seed 0's
 run first, k=0 for zero-shot (one score per run: zero-shot is deterministic), as the study's prompt
 probe (study/prompt.py, `prompt_tasks`) writes it; without the probe claim 17 is "not run".
@@ -107,7 +107,7 @@ def discriminator_prompting(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> C
               "not run", compared=[r.bert, r.electra], published=PUBLISHED_ARMS[17])
     if not (r.bert in j.v and r.electra in j.v):
         return c
-    e, b = j.v[r.electra].measure.get("prompt") or {}, j.v[r.bert].measure.get("prompt") or {}
+    e, b = j.v[r.electra].measure.prompt or {}, j.v[r.bert].measure.prompt or {}
     shots = sorted({_k(k) for t in e.values() for k in t} & {_k(k) for t in b.values() for k in t})
     if 0 not in shots:
         return c

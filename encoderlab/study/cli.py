@@ -84,7 +84,7 @@ def print_summary(report: dict) -> None:
     for name, r in StudyResults.from_json(report).variants.items():
         fs = r.final_score()
         tps = steady_train(r)[TOKENS_PER_S]
-        print(f"{name:<18}{r.measure['params_encoder'] / 1e6:6.2f}M  {tps:9.0f}   "
+        print(f"{name:<18}{r.measure.params_encoder / 1e6:6.2f}M  {tps:9.0f}   "
               + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–"))
     print("\nclaims:")
     for c in report["claims"]:

@@ -52,7 +52,7 @@ class Judge:
         if name not in self.v:
             return None
         r = self.v[name]
-        finals = [rec[max(rec, key=float)] for rec in [r.measure.get("blimp")] + [x.measure.get("blimp")
+        finals = [rec[max(rec, key=float)] for rec in [r.measure.blimp] + [x.measure.blimp
                                                                                   for x in r.replicas] if rec]
         bits = [b for f in finals if (b := correct_of(f)) is not None]
         if not bits or (self.signal is not None and not self.signal.get(finals[0]["label"], False)):
@@ -107,8 +107,7 @@ def task_signal(v: V, controls: dict, draws: int = stats.DRAWS) -> dict[str, tup
         out[task] = (stats.verdict(e) == "holds", e)
     ctrl = (controls or {}).get("blimp")
     if ctrl:
-        finals = [(r.measure["blimp"][max(r.measure["blimp"], key=float)]) for r in v.values()
-                  if r.measure.get("blimp")]
+        finals = [r.measure.blimp[max(r.measure.blimp, key=float)] for r in v.values() if r.measure.blimp]
         bits = [b for f in finals if (b := correct_of(f)) is not None and len(b) == ctrl["n"]]
         if bits:
             e = paired_diff(np.mean(bits, axis=0), correct_of(ctrl))

@@ -65,12 +65,12 @@ def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: 
         lambda: _generation(cfg, ck, network, data) if kind == "generation" else _robustness(cfg, ck, data),
         progress=progress, weight=probe_weight(cfg, recipe, kind),
         label=f"{kind} probe: {name}" + (f" ({network})" if network else "") + f", {cfg.seeds} seeds")
-    probe = dict(res.measure.get(kind, {}))
+    probe = dict(getattr(res.measure, kind) or {})  # kind: "generation" or "robustness", a Measure field
     if network:
         probe[network] = got
     else:
         probe = got
-    res.measure = {**res.measure, kind: probe}
+    setattr(res.measure, kind, probe)
 
 
 def _generation(cfg: StudyConfig, ck: str, network: str, data: dict) -> dict:

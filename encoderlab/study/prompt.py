@@ -116,7 +116,7 @@ def run_prompting(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants
     for v in cfg.variants:
         if prompted(v) and v.name in variants:
             res = variants[v.name]
-            res.measure = {**res.measure, "prompt": prompt_variant(cfg, v, recipes, res, data, stages, progress)}
+            res.measure.prompt = prompt_variant(cfg, v, recipes, res, data, stages, progress)
 
 
 def prompt_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainConfig], res: VariantResult,

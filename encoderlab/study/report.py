@@ -21,7 +21,6 @@ from encoderlab.study.metrics import (
     EVAL_GEN_LOSS,
     EVAL_MLM_LOSS,
     FLOPS,
-    LATENCY_MS,
     PEAK_MEMORY_MB,
     TOKENS_PER_S,
 )
@@ -87,13 +86,13 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
 
     # Zero-shot learning curves at every evaluated checkpoint: held-out MLM accuracy against the
     # unigram and bigram baselines, and minimal pairs (PLL; an ELECTRA discriminator dashed).
-    if any("zeroshot" in r.measure for r in V.values()):
+    if any(r.measure.zeroshot is not None for r in V.values()):
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for name, r in V.items():
             ev = [(e[FLOPS], acc) for e in r.curve.eval if (acc := plateau_metric(r, e)) is not None]
             if ev:
                 ax[0].plot(*zip(*ev), label=name, **style[name])
-            zs = sorted(r.measure.get("zeroshot", {}).values(), key=lambda z: z["flops"])
+            zs = sorted((r.measure.zeroshot or {}).values(), key=lambda z: z["flops"])
             for net, ls in (("mlm", "-"), ("generator", "-"), ("discriminator", "--")):
                 pts = [(z["flops"], z["minimal_pairs"][net]["accuracy"]) for z in zs if net in z["minimal_pairs"]]
                 if pts:
@@ -141,7 +140,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
     ax[1].bar(names, mem, color=colors)
     ax[1].set(title="training peak memory",
               ylabel="MB (" + ("CUDA allocator peak" if _gpu_memory(V) else "process max RSS") + ")")
-    lat = [V[n].measure.get(LATENCY_MS, {}) for n in names]
+    lat = [V[n].measure.latency_ms or {} for n in names]
     if lat and lat[0]:
         import numpy as np
 
@@ -235,7 +234,7 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
 
 def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str]:
     """BLiMP dev accuracy of each variant's deployed network at every checkpoint (generator beside)."""
-    recs = {n: r.measure["blimp"] for n, r in V.items() if r.measure.get("blimp")}
+    recs = {n: r.measure.blimp for n, r in V.items() if r.measure.blimp}
     if not recs:
         return []
     fracs = sorted({f for rec in recs.values() for f in rec}, key=float)
@@ -278,7 +277,7 @@ def _speed_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     text = (f"This run's setting: {cfg.pretrain_jobs} pretraining(s) at once, "
             + (f"{threads} thread(s) each. " if threads else "torch's default threads. "))
     timed = [n for n, r in V.items() if r.speed is not None]
-    lat = any(LATENCY_MS in r.measure for r in V.values())
+    lat = any(r.measure.latency_ms is not None for r in V.values())
     if timed:
         sp = V[timed[0]].speed
         what = "Training tokens/s" + (" and inference latency" if lat else "")
@@ -467,18 +466,18 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
         m, st, ev, fs = r.measure, steady_train(r), r.final_eval(), r.final_score()
         last = max(r.checkpoints.values(), key=lambda c: c.flops)
         left = {True: "yes", False: "no", None: "–"}[left_plateau(r, base)]
-        lines.append(f"| {name} | {m['params_encoder'] / 1e6:.2f}M | {m['checkpoint_mb']:.1f} | {last.step} | "
+        lines.append(f"| {name} | {m.params_encoder / 1e6:.2f}M | {m.checkpoint_mb:.1f} | {last.step} | "
                      f"{st[TOKENS_PER_S]:.0f} | {st[PEAK_MEMORY_MB]:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
                      f"{_fmt(ev.get(EVAL_DISC_AUC))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
     lines += [""] + _task_table(V, results.baselines, results.controls)
     lines += _blimp_table(V, results.controls)
-    lat_keys = sorted(next(iter(V.values())).measure.get(LATENCY_MS, {}))
+    lat_keys = sorted(next(iter(V.values())).measure.latency_ms or {})
     where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"
     lines += [f"Inference latency (ms, sequence 128, {where}):", "", "| variant | " + " | ".join(lat_keys) + " |",
               "|---|" + "---|" * len(lat_keys)]
     for name, r in V.items():
-        lat = r.measure.get(LATENCY_MS, {})
+        lat = r.measure.latency_ms or {}
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
     lines += [""] + _claims_section(claims, task_signal(V, results.controls))
     lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]

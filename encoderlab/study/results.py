@@ -90,6 +90,46 @@ class Curve:
 
 
 @dataclass
+class Measure:
+    """What was measured of a run beyond its pretraining and fine-tunings; each part None where the
+    study did not measure it. The parts' own values stay JSON as their producers write them (their
+    keys are networks, fractions, tasks, precisions):
+
+    - ``params_total``, ``params_encoder``, ``checkpoint_mb``: sizes of the last checkpoint (claim 1);
+    - ``minimal_pairs``: {network: accuracy record} at the last checkpoint (study/measure.py);
+    - ``zeroshot``: {fraction: {"flops", "step", "minimal_pairs"}} at every evaluated checkpoint;
+    - ``blimp``: {fraction: BLiMP dev record} (study/blimp.py);
+    - ``latency_ms``: {precision/batch: ms} of the deployed encoder, timed on ``latency_threads``;
+    - ``generation``, ``robustness``: the probes' records (study/probes.py, claims 12, 13);
+    - ``prompt``: {task: {"k=K": record}} (study/prompt.py, claim 17).
+    """
+
+    params_total: int | None = None
+    params_encoder: int | None = None
+    checkpoint_mb: float | None = None
+    minimal_pairs: dict | None = None
+    zeroshot: dict | None = None
+    blimp: dict | None = None
+    latency_ms: dict | None = None
+    latency_threads: int | None = None
+    generation: dict | None = None
+    robustness: dict | None = None
+    prompt: dict | None = None
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> Measure:
+        d = d or {}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"measure: unknown key(s) {unknown}; the measurements are {sorted(known)}")
+        return cls(**d)
+
+
+@dataclass
 class Replica:
     """A further pretraining run of a variant, from pretraining seed ``seed`` (> 0; seed 0's run is
     the variant's own record): its checkpoints, curves and fine-tunings."""
@@ -99,10 +139,10 @@ class Replica:
     checkpoints: dict[float, Checkpoint] = field(default_factory=dict)
     curve: Curve = field(default_factory=Curve)
     finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
-    measure: dict = field(default_factory=dict)  # BLiMP dev at its last checkpoint, when the study scores it
+    measure: Measure = field(default_factory=Measure)  # BLiMP dev at its last checkpoint, when the study scores it
 
     def to_json(self) -> dict:
-        return {"seed": self.seed, "run_dir": self.run_dir, **({"measure": self.measure} if self.measure else {}),
+        return {"seed": self.seed, "run_dir": self.run_dir, **({"measure": m} if (m := self.measure.to_json()) else {}),
                 "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
                 "curve": self.curve.to_json(),
                 "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())]}
@@ -111,7 +151,7 @@ class Replica:
     def from_json(cls, d: dict) -> Replica:
         return cls(seed=d["seed"], run_dir=d["run_dir"], checkpoints=_checkpoints(d["checkpoints"]),
                    curve=Curve.from_json(d.get("curve")), finetune=_finetunings(d["finetune"]),
-                   measure=d.get("measure", {}))
+                   measure=Measure.from_json(d.get("measure")))
 
 
 def _checkpoints(cks: list) -> dict[float, Checkpoint]:
@@ -138,7 +178,7 @@ class VariantResult:
     checkpoints: dict[float, Checkpoint] = field(default_factory=dict)
     curve: Curve = field(default_factory=Curve)
     finetune: dict[FinetuneKey, dict | None] = field(default_factory=dict)
-    measure: dict = field(default_factory=dict)
+    measure: Measure = field(default_factory=Measure)
     speed: Speed | None = None
     replicas: list[Replica] = field(default_factory=list)
 
@@ -197,7 +237,8 @@ class VariantResult:
                 "checkpoints": [{"fraction": f, **dataclasses.asdict(c)} for f, c in sorted(self.checkpoints.items())],
                 "curve": self.curve.to_json(),
                 "finetune": [{**dataclasses.asdict(k), "result": r} for k, r in sorted(self.finetune.items())],
-                "measure": self.measure, **({"speed": self.speed.to_json()} if self.speed is not None else {}),
+                "measure": self.measure.to_json(),
+                **({"speed": self.speed.to_json()} if self.speed is not None else {}),
                 **({"replicas": [r.to_json() for r in self.replicas]} if self.replicas else {})}
 
     @classmethod
@@ -208,7 +249,8 @@ class VariantResult:
         return cls(name=d.get("name", name), spec=d.get("spec", {}), run_dir=d.get("run_dir", ""),
                    pretrain=Pretraining.from_json(d.get("pretrain")),
                    checkpoints=_checkpoints(cks), curve=Curve.from_json(d.get("curve")),
-                   finetune=_finetunings(fts), measure=d.get("measure", {}), speed=Speed.from_json(d.get("speed")),
+                   finetune=_finetunings(fts), measure=Measure.from_json(d.get("measure")),
+                   speed=Speed.from_json(d.get("speed")),
                    replicas=[Replica.from_json(r) for r in d.get("replicas", [])])
 
 

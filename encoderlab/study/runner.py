@@ -43,7 +43,7 @@ from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
 from encoderlab.study.prompt import check_prompt_data, prompt_total_weight, run_prompting
 from encoderlab.study.report import write_report
-from encoderlab.study.results import Pretraining, Replica, Speed, StudyResults, VariantResult
+from encoderlab.study.results import Measure, Pretraining, Replica, Speed, StudyResults, VariantResult
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.baselines import count_baselines
 from encoderlab.train.config import PretrainConfig
@@ -271,11 +271,11 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     m = stages.cached(StageKey.measure(v.name), fingerprint(fp, cfg.minimal_pairs),
                       lambda: measure.measure_model(final, cfg, data), progress=progress,
                       label=f"measure {v.name}: size, parameters, minimal pairs", weight=measure_weight(cfg))
-    res.measure = m
+    res.measure = Measure.from_json(m)
     if cfg.minimal_pairs != "off":
-        res.measure = {**m, "zeroshot": zeroshot_curve(cfg, v, res, data, stages, fp, progress)}
+        res.measure.zeroshot = zeroshot_curve(cfg, v, res, data, stages, fp, progress)
     if cfg.blimp:
-        res.measure = {**res.measure, "blimp": blimp_curve(cfg, v.name, res.checkpoints, data, stages, fp, progress)}
+        res.measure.blimp = blimp_curve(cfg, v.name, res.checkpoints, data, stages, fp, progress)
     return res
 
 
@@ -318,7 +318,7 @@ def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig,
         rep.finetune[u.key] = stages.get(_stage(u), u.fingerprint)
     if cfg.blimp and data is not None:  # the last checkpoint only: the paired comparisons read it
         last = max(rep.checkpoints)
-        rep.measure["blimp"] = blimp_curve(cfg, run_name(v.name, seed), {last: rep.checkpoints[last]}, data, stages,
+        rep.measure.blimp = blimp_curve(cfg, run_name(v.name, seed), {last: rep.checkpoints[last]}, data, stages,
                                            recipe_fingerprint(recipe), progress)
     return rep
 
@@ -332,8 +332,8 @@ def zeroshot_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: d
     final = max(cfg.eval_fractions)
     for frac, ck in sorted(res.checkpoints.items()):
         def score(frac: float = frac, ck=ck) -> dict:
-            if frac == final and (res.measure or {}).get("minimal_pairs") is not None:
-                return res.measure["minimal_pairs"]  # the measure stage scored this same checkpoint
+            if frac == final and res.measure.minimal_pairs is not None:
+                return res.measure.minimal_pairs  # the measure stage scored this same checkpoint
             progress.stage(f"zero-shot {v.name} at {frac:g} of the budget: minimal pairs")
             return measure.minimal_pairs(load_model(ck.path).eval(), cfg, data, ck.path)
 
@@ -378,4 +378,4 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
         if name in got["train"]:
             r.speed = Speed.from_json({"threads": got["threads"], **got["train"][name]})
         if LATENCY_MS in got:
-            r.measure = {**r.measure, LATENCY_MS: got[LATENCY_MS][name], "latency_threads": got["threads"]}
+            r.measure.latency_ms, r.measure.latency_threads = got[LATENCY_MS][name], got["threads"]
