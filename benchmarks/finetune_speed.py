@@ -234,21 +234,25 @@ def pair_speed(args) -> None:
         print(f"| total | {total:.2f} | |", flush=True)
         times: dict[str, list[float]] = {v[0]: [] for v in variants}
         runs: dict[str, dict] = {}
-        for _ in range(args.repeats):  # interleaved: a burst of load hits every variant alike
-            for name, fn, cfg in variants:
+        for k in range(args.repeats):  # interleaved, in a rotating order: a burst of load hits every variant alike
+            for name, fn, cfg in variants[k % len(variants):] + variants[: k % len(variants)]:
                 t0 = time.perf_counter()
                 runs[name] = fn(pretrained, task, cfg, seeds, data_dir=DATA, tokenizer_dir=args.pair,
                                 log=lambda *a: None)
                 times[name].append((time.perf_counter() - t0) / len(seeds))
         ref = variants[0][0]
-        print(f"\n{task}: per pair ({len(seeds)} seeds a call, median of {args.repeats} interleaved calls)\n")
-        print("| path | s per pair | speed vs today | steps run per seed | dev score per seed |\n|---|---|---|---|---|")
+        print(f"\n{task}: per pair ({len(seeds)} seed(s) a call, median of {args.repeats} interleaved calls; "
+              "speed: the ratio of medians, and of the fastest calls)\n")
+        print("| path | s per pair, median (each call) | speed vs today | steps run per seed | dev score per seed |\n"
+              "|---|---|---|---|---|")
         for name, ts in times.items():
             r = runs[name]["seeds"]
             steps = [s.get("early_stopping", {}).get("steps_run", s["steps"]) for s in r]
             same = " (identical)" if name != ref and [s["scores"] for s in r] == [
                 s["scores"] for s in runs[ref]["seeds"]] else ""
-            print(f"| {name} | {np.median(ts):.2f} | {np.median(times[ref]) / np.median(ts):.2f}x | "
+            each = ", ".join(f"{t:.1f}" for t in ts)
+            print(f"| {name} | {np.median(ts):.2f} ({each}) | {np.median(times[ref]) / np.median(ts):.2f}x, "
+                  f"{min(times[ref]) / min(ts):.2f}x | "
                   f"{', '.join(map(str, steps))} of {r[0]['steps']} | "
                   + ", ".join(f"{s['score']:.4f}" for s in r) + f"{same} |", flush=True)
 
