@@ -22,7 +22,9 @@ class FinetuneConfig(TuneSettings):
     max_length: int = 128
     bucket: bool = True
     # Run the encoder on real tokens only (EncoderConfig.unpad): the same results, less work on
-    # padding; most useful with bucket false (benchmarks/finetune_speed.py --unpad).
+    # padding; most useful with bucket false (benchmarks/finetune_speed.py --unpad). Off: with
+    # buckets little padding is left (6% of SST-2's tokens, 2% of RTE's at the claims shape) and
+    # unpadded steps were slower there (0.96x, 0.93x; docs/benchmarks.md, issue 33).
     unpad: bool = False
     classifier_dropout: float = 0.1
     # max_train_examples: a fixed random subset (the same for every seed)

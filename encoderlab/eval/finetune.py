@@ -9,10 +9,12 @@ Layer-wise decay (the top layer at decay^1, embeddings at decay^(L+1), a shared 
 top user's rate) is encoderlab/tune/optim.py's; the loop is encoderlab/tune/loop.py's ``fit``, with
 the classification or regression loss given here.
 
-Speed: examples are tokenized once, batches are formed from examples of similar length (sorted in
+Speed: a task is tokenized and padded once for every seed of a call (:func:`prepare_task`; a
+batch is a slice of it), batches are formed from examples of similar length (sorted in
 chunks of 50 batches, then the batches shuffled) and padded to their own longest, and forward and
 backward run in the resolved precision (``auto``: bf16 autocast where this machine runs bf16
-products faster than fp32, encoderlab/precision.py; the loss in fp32).
+products faster than fp32, encoderlab/precision.py; the loss in fp32). Where a pair's time goes
+and what each option buys: docs/benchmarks.md, "Fine-tuning cost (issue 33)".
 
 Shape letters: B batch, T longest length in the batch, C labels.
 """
