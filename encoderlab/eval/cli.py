@@ -23,7 +23,23 @@ from pathlib import Path
 
 import torch
 
-from encoderlab.eval.tasks import get_task
+from encoderlab.checkpoint import load_model, resolve_checkpoint
+from encoderlab.data.tokenizer import load_tokenizer
+from encoderlab.eval.config import FinetuneConfig, PromptConfig, ScoringConfig
+from encoderlab.eval.finetune import evaluate_glue, finetune, glue_table
+from encoderlab.eval.intrinsic import (
+    detect_replaced,
+    fill_mask,
+    format_detection,
+    minimal_pairs_accuracy,
+    pseudo_perplexity,
+)
+from encoderlab.eval.prompting import prompt_classify
+from encoderlab.eval.robustness import RobustnessConfig, evaluate_robustness, robustness_table, split_overrides
+from encoderlab.eval.split import write_split
+from encoderlab.eval.tasks import get_task, load_task
+from encoderlab.models.pairs import deployed
+from encoderlab.runtime import resolve_runtime
 
 MODEL_HELP = ("checkpoint directory (encoderlab or transformers safetensors), or a pretraining run directory (its "
               "latest checkpoint); default $ENCODERLAB_MODEL")
@@ -157,8 +173,6 @@ def _config(cls, args, overrides: list[str] | None = None):
 
 
 def _setup(args):
-    from encoderlab.checkpoint import load_model
-    from encoderlab.data.tokenizer import load_tokenizer
 
     _resolve_model(args)
     if args.threads:
@@ -169,7 +183,6 @@ def _setup(args):
 def _resolve_model(args) -> None:
     """args.model as a checkpoint: a run directory's latest (said on stderr); ``random:CKPT`` sets
     args.init to random (fine-tuning only). Idempotent."""
-    from encoderlab.checkpoint import resolve_checkpoint
 
     if not args.model:
         raise ValueError("no model: pass --model CKPT or set ENCODERLAB_MODEL")
@@ -189,8 +202,6 @@ def _status(line: str) -> None:
 
 def _resolved(model, precision: str):
     """The precision to score ``model`` in on the CPU, printed with its reason."""
-    from encoderlab.models.pairs import deployed
-    from encoderlab.runtime import resolve_runtime
 
     runtime = resolve_runtime(precision, "cpu", deployed(model).encoder.config)
     runtime.apply(model)
@@ -208,8 +219,6 @@ def _write(results: dict, out: str | None, kind: str, name: str) -> Path:
 
 
 def _finetune(args) -> int:
-    from encoderlab.eval.config import FinetuneConfig
-    from encoderlab.eval.finetune import finetune
 
     cfg = _config(FinetuneConfig, args)  # a bad key fails before the model is loaded
     get_task(args.task)
@@ -230,8 +239,6 @@ def _finetune(args) -> int:
               + " (median pretrained - median random init; compare with the seeds' std)")
     path = _write(r, args.out, "finetune", r["task"])
     if "split" in r:
-        from encoderlab.eval.split import write_split
-        from encoderlab.eval.tasks import load_task
 
         data = load_task(get_task(args.task), args.data_dir)  # the same split again: seeded
         split = write_split(r["split"], data.evals["dev"], data.labels, path.with_suffix(".split.json"))
@@ -240,8 +247,6 @@ def _finetune(args) -> int:
 
 
 def _glue(args) -> int:
-    from encoderlab.eval.config import FinetuneConfig
-    from encoderlab.eval.finetune import evaluate_glue, glue_table
 
     cfg = _config(FinetuneConfig, args)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -259,8 +264,6 @@ def _glue(args) -> int:
 
 
 def _robustness(args) -> int:
-    from encoderlab.eval.config import FinetuneConfig
-    from encoderlab.eval.robustness import RobustnessConfig, evaluate_robustness, robustness_table, split_overrides
 
     tune, probe = split_overrides([*args.set, *args.overrides])  # a bad key fails before the model is loaded
     args.set, args.overrides = [], tune
@@ -277,8 +280,6 @@ def _robustness(args) -> int:
 
 
 def _pppl(args) -> int:
-    from encoderlab.eval.config import ScoringConfig
-    from encoderlab.eval.intrinsic import pseudo_perplexity
 
     cfg = _config(ScoringConfig, args)
     model, tok = _setup(args)
@@ -293,8 +294,6 @@ def _pppl(args) -> int:
 
 
 def _pairs(args) -> int:
-    from encoderlab.eval.config import ScoringConfig
-    from encoderlab.eval.intrinsic import minimal_pairs_accuracy
 
     # --pairs takes every word after it, so key=value written after the files lands there
     keys = {f.name for f in dataclasses.fields(ScoringConfig)}
@@ -313,8 +312,6 @@ def _pairs(args) -> int:
 
 
 def _prompt(args) -> int:
-    from encoderlab.eval.config import PromptConfig
-    from encoderlab.eval.prompting import prompt_classify
 
     cfg = _config(PromptConfig, args)
     model, _ = _setup(args)
@@ -331,7 +328,6 @@ def _prompt(args) -> int:
 
 
 def _fill(args) -> int:
-    from encoderlab.eval.intrinsic import fill_mask
 
     model, tok = _setup(args)
     for i, cands in enumerate(fill_mask(model, tok, args.text, args.top_k)):
@@ -340,7 +336,6 @@ def _fill(args) -> int:
 
 
 def _detect(args) -> int:
-    from encoderlab.eval.intrinsic import detect_replaced, format_detection
 
     model, tok = _setup(args)
     print(format_detection(detect_replaced(model, tok, args.text), args.threshold))

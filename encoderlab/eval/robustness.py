@@ -36,10 +36,12 @@ from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.device import resolve_device
 from encoderlab.errors import EncoderlabError
 from encoderlab.eval import perturb
+from encoderlab.eval import wordnet as wordnet_module  # here: it needs the "robustness" extra
 from encoderlab.eval.common import spread, versions
 from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.finetune import check_vocab, subset, train_seed
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
+from encoderlab.eval.wordnet import PACKAGE
 from encoderlab.models.pairs import deployed
 
 Kind = Literal["synonym", "negation_flip", "negation_neutral"]
@@ -153,7 +155,6 @@ def build_perturbed(examples: list[Example], kind: str, cfg: RobustnessConfig, l
     if kind != "synonym" and construction is None:
         raise EncoderlabError(f"{kind}: no negation construction for this task (set negation=sentiment|entailment)")
     if wordnet is None and (kind == "synonym" or (kind == "negation_flip" and construction == "sentiment")):
-        from encoderlab.eval import wordnet as wordnet_module  # here: it needs the "robustness" extra
 
         wordnet = wordnet_module.load()
     out: list[tuple[int, Example]] = []
@@ -288,7 +289,6 @@ def _texts(ex: Example) -> str:
 
 def perturb_source(rcfg: RobustnessConfig) -> str:
     """Where the synonyms came from, recorded with every result."""
-    from encoderlab.eval.wordnet import PACKAGE
 
     return f"WordNet 3.0 from {PACKAGE}" if "synonym" in rcfg.kinds else "not used"
 

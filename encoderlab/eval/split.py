@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from encoderlab.tune.files import TaskDataError
+
 
 def split_train(train: list, fraction: float, seed: int, *, stratified: bool, path: Path) -> tuple[list, list, dict]:
     """(train, dev, record) from the train file's examples (each with .label and .line)."""
-    from encoderlab.eval.tasks import TaskDataError
 
     groups: dict = {}
     for i, e in enumerate(train):

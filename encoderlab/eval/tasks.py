@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Literal
 
 from encoderlab.config import Config, ConfigError
+from encoderlab.data.encoding import check_encoding
+from encoderlab.eval.metrics import METRICS
+from encoderlab.eval.split import split_train
 from encoderlab.tune.files import TaskDataError, decoded_lines, iter_jsonl  # shared with generate/
 
 
@@ -64,7 +67,6 @@ class TaskSpec(Config):
     split_seed: int = 0
 
     def validate(self) -> None:
-        from encoderlab.eval.metrics import METRICS
 
         bad = [m for m in self.metrics if m not in METRICS]
         if bad:
@@ -77,7 +79,6 @@ class TaskSpec(Config):
             raise ConfigError(f"task {self.name}: eval_files is empty (and no dev_fraction)")
         if self.dev_fraction is not None and not 0 < self.dev_fraction < 1:
             raise ConfigError(f"task {self.name}: dev_fraction must be in (0, 1), got {self.dev_fraction}")
-        from encoderlab.data.encoding import check_encoding
 
         if (why := check_encoding(self.encoding)) is not None:
             raise ConfigError(f"task {self.name}: {why}")
@@ -201,7 +202,6 @@ def load_task(spec: TaskSpec, data_dir: str | Path | None = None) -> TaskData:
     train = _nonempty([_example(spec, labels, r, d / spec.train) for r in train_rows], d / spec.train)
     evals, split = {}, None
     if spec.dev_fraction is not None:
-        from encoderlab.eval.split import split_train
 
         train, evals["dev"], split = split_train(train, spec.dev_fraction, spec.split_seed,
                                                  stratified=spec.kind == "classification", path=d / spec.train)

@@ -12,6 +12,14 @@ from pathlib import Path
 
 import torch
 
+from encoderlab.checkpoint import resolve_checkpoint
+from encoderlab.generate import metrics as M
+from encoderlab.generate.config import GenerationConfig
+from encoderlab.generate.decode import generate
+from encoderlab.generate.tasks import read_pairs
+from encoderlab.generate.train import lengths_for, load_generator, reference_text, run_generation
+from encoderlab.runtime import resolve_runtime
+
 
 def register(sub) -> None:
     g = sub.add_parser("generate", help="UniLM-style generation from MLM weights: fine-tune, decode")
@@ -45,9 +53,6 @@ def register(sub) -> None:
 
 
 def _train(args) -> int:
-    from encoderlab.checkpoint import resolve_checkpoint
-    from encoderlab.generate.config import GenerationConfig
-    from encoderlab.generate.train import run_generation
 
     checkpoint, *overrides = args.args
     cfg = GenerationConfig().with_overrides(overrides)  # a bad key fails before the model loads
@@ -70,11 +75,6 @@ def _train(args) -> int:
 
 
 def _decode(args) -> int:
-    from encoderlab.generate import metrics as M
-    from encoderlab.generate.decode import generate
-    from encoderlab.generate.tasks import read_pairs
-    from encoderlab.generate.train import lengths_for, load_generator, reference_text
-    from encoderlab.runtime import resolve_runtime
 
     if args.threads:
         torch.set_num_threads(args.threads)

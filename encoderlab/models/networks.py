@@ -109,13 +109,3 @@ class TokenClassifier(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
         return self.head(self.encoder(input_ids, attention_mask, token_type_ids).hidden)  # (B, T, C)
-
-
-def __getattr__(name: str):
-    """build_model and unshare moved to models/build.py; reachable here still for the callers in
-    study/ and tests that import them from this module (build.py imports this one: hence lazily)."""
-    if name in ("build_model", "unshare"):
-        from encoderlab.models import build
-
-        return getattr(build, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,11 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from encoderlab.config import ConfigError
+from encoderlab.data.store import TokenStore
+from encoderlab.eval.tasks import TaskDataError, resolve_dir
+from encoderlab.models.presets import preset
 from encoderlab.models.spec import FAMILY_MODEL_FIELDS, ModelSpec
+from encoderlab.objectives import build_networks
+from encoderlab.objectives.base import with_defaults
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
+from encoderlab.study.measure import task_spec
 from encoderlab.study.results import Checkpoint, FinetuneKey
-from encoderlab.study.stages import fingerprint
+from encoderlab.study.stages import StageKey, fingerprint
 from encoderlab.train.config import InitConfig, PretrainConfig
+from encoderlab.train.flops import encoder_flops, steps_for_budget
+from encoderlab.train.init import resolve_model
 
 
 def plan(cfg: StudyConfig, data: dict, out: Path) -> dict[str, PretrainConfig]:
@@ -46,9 +54,6 @@ def check_networks(cfg: StudyConfig) -> None:
     pretraining does, possibly an hour in."""
     import torch
 
-    from encoderlab.objectives import build_networks
-    from encoderlab.objectives.base import with_defaults
-    from encoderlab.train.init import resolve_model
 
     for v in cfg.variants:
         try:
@@ -62,8 +67,6 @@ def check_networks(cfg: StudyConfig) -> None:
 def check_tasks(cfg: StudyConfig, data: dict) -> None:
     """Find every downstream task's files now: a missing glue_dir would otherwise stop the study at
     its first fine-tuning, after hours of pretraining."""
-    from encoderlab.eval.tasks import TaskDataError, resolve_dir
-    from encoderlab.study.measure import task_spec
 
     for task in cfg.tasks:
         try:
@@ -77,9 +80,6 @@ def check_tasks(cfg: StudyConfig, data: dict) -> None:
 def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path, *, seed: int = 0) -> PretrainConfig:
     """The variant's recipe; pretraining seed ``seed`` > 0 adds to base's trainer.seed (initialisation,
     data order and the held-out masks), seed 0's is base's own."""
-    from encoderlab.data.store import TokenStore
-    from encoderlab.train.flops import steps_for_budget
-    from encoderlab.train.init import resolve_model
 
     base = cfg.base
     model = family_model(base.model, v.model)
@@ -143,7 +143,7 @@ class FinetuneUnit:
 
     @property
     def stage(self) -> str:  # a name in stages.json, never read back
-        return f"finetune:{self.variant}{'+unshared' if self.key.unshared else ''}:{self.key.fraction}:{self.key.task}"
+        return str(StageKey.finetune(self.variant, self.key.task, self.key.fraction, self.key.unshared))
 
     @property
     def label(self) -> str:
@@ -174,7 +174,6 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
 def family_of(cfg: StudyConfig, recipe: PretrainConfig) -> str:
     """The model family and width of a variant's recipe ("bert-128", "electra-128"): the variants that
     share a chosen fine-tuning learning rate (the rate's scale follows the width as well as the family)."""
-    from encoderlab.train.init import resolve_model
 
     m = resolve_model(recipe.model, recipe.init, cfg.vocab_size)
     return f"{m.family}-{m.encoder.hidden_size}"
@@ -197,9 +196,6 @@ def finetune_weight(cfg: StudyConfig, recipe: PretrainConfig) -> float:
     """The ETA weight of one of this recipe's checkpoint-task pairs (every seed). A task's size is
     unknown until it is read, so without max_train_examples it counts as 4,000 examples; the ETA's
     one overall rate then absorbs the difference as pairs finish, for the rest of the study too."""
-    from encoderlab.models.presets import preset
-    from encoderlab.train.flops import encoder_flops
-    from encoderlab.train.init import resolve_model
 
     enc = resolve_model(recipe.model, recipe.init, cfg.vocab_size).encoder
     ratio = encoder_flops(enc, 1, 128) / encoder_flops(preset("bert-tiny").encoder, 1, 128)

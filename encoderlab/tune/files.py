@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from encoderlab.data.encoding import conversion_hint, read_sample
 from encoderlab.errors import EncoderlabError
 
 
@@ -21,7 +22,6 @@ def decoded_lines(path: Path, error: type[Exception] = TaskDataError, encoding: 
     each with its line ending; a line that does not decode raises ``error`` naming the file, the
     line and the byte (Python's own message names neither file nor line), and the file's likely
     encoding with the command that converts it (data/encoding.py)."""
-    from encoderlab.data.encoding import conversion_hint, read_sample
 
     utf8 = encoding.replace("_", "-").lower() in ("utf-8", "utf8")
 
