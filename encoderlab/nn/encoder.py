@@ -151,24 +151,42 @@ class SelfAttention(nn.Module):
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         p = self.attention_dropout if self.training else 0.0
-        bf16_short = q.dtype == torch.bfloat16 and T <= EXPLICIT_BF16_MAX_LEN
-        if x.device.type == "cpu" and (p > 0.0 or (bf16_short and self.explicit_bf16)):
-            # Explicit products on the CPU, where they beat SDPA (benchmarks/attention.py): SDPA has
-            # no fused dropout (with dropout_p > 0 it runs these same products but draws its mask
-            # per element, which costs more than they do), and in bf16 at short lengths its flash
-            # kernel is slower than two batched products, forward and above all backward, where
-            # bf16 products are fast (explicit_bf16, chosen outside the model).
-            s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5  # (B, N, T, T)
-            if mask is not None:
-                s = s.masked_fill(~mask, float("-inf"))
-            a = dropout(s.softmax(-1), p, True).to(v.dtype) @ v  # (B, N, T, D)
-        else:
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, N, T, D)
+        a = ATTENTION[self.kernel(q, p)](q, k, v, mask, p)  # (B, N, T, D)
         a = a.transpose(1, 2).reshape(B, T, H)
         if unpad is not None:
             a = a.reshape(B * T, H).index_select(0, unpad[0])  # (R, H)
         y = x + self.dropout(self.out(a))
         return y if self.pre_norm else self.layer_norm(y)
+
+
+    def kernel(self, q: torch.Tensor, p: float) -> str:
+        """Explicit products on the CPU where they beat SDPA (benchmarks/attention.py): SDPA has no
+        fused dropout there (with dropout_p > 0 it runs these same products but draws its mask per
+        element, which costs more than they do), and in bf16 at short lengths its flash kernel is
+        slower than two batched products, forward and above all backward, where bf16 products are
+        fast (explicit_bf16, chosen outside the model). SDPA everywhere else."""
+        if q.device.type != "cpu":
+            return "sdpa"
+        bf16_short = q.dtype == torch.bfloat16 and q.shape[-2] <= EXPLICIT_BF16_MAX_LEN
+        return "explicit" if p > 0.0 or (bf16_short and self.explicit_bf16) else "sdpa"
+
+
+def sdpa_attention(q, k, v, mask, p: float) -> torch.Tensor:
+    """q, k, v (B, N, T, D); mask broadcastable to (B, N, T, T), True where a key may be attended to."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, N, T, D)
+
+
+def explicit_attention(q, k, v, mask, p: float) -> torch.Tensor:
+    """The same attention as two batched products and a softmax, with the CPU's cheap dropout."""
+    s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5  # (B, N, T, T)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    return dropout(s.softmax(-1), p, True).to(v.dtype) @ v  # (B, N, T, D)
+
+
+# The attention implementations by name (as transformers' attention-implementation registry): the
+# layer picks one per call (SelfAttention.kernel), the products around it stay the same.
+ATTENTION = {"sdpa": sdpa_attention, "explicit": explicit_attention}
 
 
 class FeedForward(nn.Module):
