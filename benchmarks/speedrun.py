@@ -30,6 +30,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -177,6 +178,7 @@ def cmd_run(args) -> None:
     recipe = recipe.with_overrides(["trainer.checkpoint_every=0", "trainer.log_every=0", "trainer.eval_every=0",
                                     "trainer.resume=never", *args.set])
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    at_commit = commit()  # now: the tree may change while a long run trains
     t0 = time.perf_counter()
     trainer = Trainer(recipe)
     held = HeldOut(recipe.data, data["store"]) if args.target == "t1" else None
@@ -196,7 +198,8 @@ def cmd_run(args) -> None:
 
     def point() -> dict:
         m = metrics_of(args.target, trainer, held, pairs)
-        p = {"step": trainer.step, "seconds": round(train_s, 2), "flops": trainer.flops, "tokens": trainer.tokens, **m}
+        p = {"step": trainer.step, "seconds": round(train_s, 2), "flops": trainer.flops, "tokens": trainer.tokens,
+             "load": os.getloadavg()[0], **m}
         curve.append(p)
         print(json.dumps(p), flush=True)
         return m
@@ -213,10 +216,15 @@ def cmd_run(args) -> None:
     if not curve or curve[-1]["step"] != trainer.step:
         if reached(args.target, point(), baselines) and hit is None:
             hit = curve[-1]
+    if args.blimp_at_end and args.target != "t3":  # a T3 frontier point from a T1/T2 run, off its clock
+        pairs = blimp.load_pairs(args.blimp, per_paradigm=100)
+        curve[-1]["blimp_dev"] = metrics_of("t3", trainer, None, pairs)["blimp_dev"]
+        print(f"BLiMP dev (36 of 67 paradigms, 100 pairs each) at the end: {curve[-1]['blimp_dev']:.4f}", flush=True)
     rec = {"target": args.target, "goal": TARGETS[args.target], "name": name, "variant": args.variant,
            "seed": args.seed, "overrides": list(args.set),
-           "study_overrides": list(args.study_set), "started": started, "commit": commit(),
-           "machine": machine(), "precision": trainer.precision.precision, "precision_reason": trainer.precision.reason,
+           "study_overrides": list(args.study_set), "started": started, "commit": at_commit,
+           "machine": {**machine(), "cores": os.cpu_count()}, "precision": trainer.precision.precision,
+           "precision_reason": trainer.precision.reason,
            "horizon_flops": trainer.cfg.trainer.max_flops, "horizon_steps": horizon, "setup_s": round(setup_s, 1),
            "baselines": baselines, "reached": hit, "final": curve[-1], "curve": curve,
            "command": " ".join(["python", "benchmarks/speedrun.py", *sys.argv[1:]])}
@@ -288,12 +296,14 @@ def cmd_reference(args) -> None:
         acc = held.accuracy(logits_at)
         model.train()
         p = {"step": steps, "seconds": round(train_s, 2), "flops": steps * per_step, "tokens": steps * B * T,
-             "t1_accuracy": acc}
+             "load": os.getloadavg()[0], "t1_accuracy": acc}
         curve.append(p)
         print(json.dumps(p), flush=True)
         if acc >= TARGETS["t1"] and hit is None:
             hit = p
 
+    at_commit = commit()
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     print(f"reference: BertForMaskedLM bert-tiny, {precision} (5 steps fp32 {speed['fp32']:.2f} s, bf16 "
           f"{speed['bf16']:.2f} s), {torch.get_num_threads()} threads; baselines {held.baselines}", flush=True)
     while train_s < limit:
@@ -309,9 +319,9 @@ def cmd_reference(args) -> None:
             next_eval += every_s
     if curve[-1]["step"] != steps:
         point()
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rec = {"target": "t1", "goal": TARGETS["t1"], "name": f"reference-hf-bert-tiny-lr{args.lr:g}", "variant": None,
-           "seed": args.seed, "overrides": [], "started": started, "commit": commit(), "machine": machine(),
+           "seed": args.seed, "overrides": [], "started": started, "commit": at_commit,
+           "machine": {**machine(), "cores": os.cpu_count()},
            "precision": precision,
            "precision_reason": f"5 steps: fp32 {speed['fp32']:.2f} s, bf16 {speed['bf16']:.2f} s",
            "horizon_s": limit, "baselines": held.baselines, "reached": hit, "final": curve[-1], "curve": curve,
@@ -335,9 +345,15 @@ def cmd_table(args) -> None:
         m, hit, fin = r["machine"], r["reached"], r["final"]
         flops = f"{hit['flops']:.2e}" if hit else "-"
         extra = f", gen {fin['gen_accuracy']:.3f}" if r["target"] == "t2" else ""
+        extra += f", BLiMP dev {fin['blimp_dev']:.3f}" if "blimp_dev" in fin and r["target"] != "t3" else ""
         limits = " limited to AVX2" if m.get("isa_limits") else ""
+        loads = [p["load"] for p in r["curve"] if "load" in p]
+        # A run beside other work: its minutes are inflated (its FLOPs are not); marked, never mixed in.
+        mean = sum(loads) / len(loads) if loads else 0.0
+        busy = (f" (shared: load {mean:.1f})" if mean > m.get("cores", m["threads"] + 1) + 0.5
+                else " (shared)" if r.get("shared") else "")
         print(f"| {r['started'][:10]} | {r['target'].upper()} >= {r['goal']} | {r['name']} | {r['seed']} "
-              f"| {m['cpu']} ({m['capability']}{limits}), {m['threads']} | {r['precision']} | {_minutes(r, hit)} "
+              f"| {m['cpu']} ({m['capability']}{limits}), {m['threads']} | {r['precision']} | {_minutes(r, hit)}{busy} "
               f"| {flops} | {fin['seconds'] / 60:.1f}: {fin[metric[r['target']]]:.3f}{extra} "
               f"| {r['baselines']['unigram']:.3f} / {r['baselines']['bigram']:.3f} | {r['commit']} |")
 
@@ -389,6 +405,7 @@ def main() -> None:
             p.add_argument("--eval-every", type=int, help="steps between evaluations (default: horizon / --evals)")
             p.add_argument("--past-target", action="store_true", help="train on to the horizon after the target")
             p.add_argument("--blimp", default=str(SHARED / "blimp"))
+            p.add_argument("--blimp-at-end", action="store_true", help="score BLiMP dev on the last model")
         else:
             p.add_argument("--lr", type=float, default=1e-4)
         p.add_argument("--corpus", default=str(SHARED / "enwiki_extract"))
