@@ -576,6 +576,7 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
             self.vocab_size = vocab[0]
 
     monkeypatch.setattr(store, "TokenStore", Store)
+    monkeypatch.setattr("encoderlab.study.plan.TokenStore", Store)  # plan.py imports it at module level
     data = {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
     seen = defaultdict(dict)  # out_dir -> variant -> (fingerprint, file)
     for path in sorted(DOC_STUDIES.glob("*/study.yaml")):

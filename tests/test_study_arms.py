@@ -62,6 +62,7 @@ def test_bert_and_electra_plan_the_claims_studys_recipes_so_their_stages_are_reu
             self.vocab_size = 8192
 
     monkeypatch.setattr(store, "TokenStore", Store)
+    monkeypatch.setattr("encoderlab.study.plan.TokenStore", Store)  # plan.py imports it at module level
     data = {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
     arms, claims = StudyConfig.from_yaml(STUDY), load_study("claims")
     ours = {n: recipe_fingerprint(r) for n, r in plan(arms, data, Path(arms.out_dir)).items()}

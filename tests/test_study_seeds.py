@@ -33,6 +33,7 @@ def data(monkeypatch):
             self.vocab_size = 600
 
     monkeypatch.setattr(store, "TokenStore", Store)
+    monkeypatch.setattr("encoderlab.study.plan.TokenStore", Store)  # plan.py imports it at module level
     return {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
 
 
