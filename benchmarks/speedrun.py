@@ -164,7 +164,9 @@ def write_record(out: Path, rec: dict) -> Path:
     return path
 
 
-def cmd_run(args) -> None:
+def speedrun_recipe(args, run: str, seed: int):
+    """(the claims study's recipe for --variant with the run's overrides, the prepared data): no
+    checkpoints, logs or evaluations of the trainer's own (the speedrun evaluates), never a resume."""
     torch.set_num_threads(args.threads)
     cfg = study(args)
     out = Path(args.out)
@@ -173,10 +175,14 @@ def cmd_run(args) -> None:
     if v is None:
         names = ", ".join(x.name for x in cfg.variants)
         sys.exit(f"speedrun: no variant {args.variant!r} in the claims study ({names})")
+    recipe = variant_recipe(cfg, v, data, out / "runs" / run, seed=seed)
+    return recipe.with_overrides(["trainer.checkpoint_every=0", "trainer.log_every=0", "trainer.eval_every=0",
+                                  "trainer.resume=never", *args.set]), data
+
+
+def cmd_run(args) -> None:
     name = args.name or args.variant
-    recipe = variant_recipe(cfg, v, data, out / "runs" / f"{name}-seed{args.seed}", seed=args.seed)
-    recipe = recipe.with_overrides(["trainer.checkpoint_every=0", "trainer.log_every=0", "trainer.eval_every=0",
-                                    "trainer.resume=never", *args.set])
+    recipe, data = speedrun_recipe(args, f"{name}-seed{args.seed}", args.seed)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     at_commit = commit()  # now: the tree may change while a long run trains
     t0 = time.perf_counter()
@@ -228,7 +234,7 @@ def cmd_run(args) -> None:
            "horizon_flops": trainer.cfg.trainer.max_flops, "horizon_steps": horizon, "setup_s": round(setup_s, 1),
            "baselines": baselines, "reached": hit, "final": curve[-1], "curve": curve,
            "command": " ".join(["python", "benchmarks/speedrun.py", *sys.argv[1:]])}
-    print(f"record: {write_record(out, rec)}; reached: {hit}")
+    print(f"record: {write_record(Path(args.out), rec)}; reached: {hit}")
 
 
 def cmd_reference(args) -> None:
@@ -364,14 +370,7 @@ def cmd_profile(args) -> None:
     (fetching the batch, the optimizer)."""
     from torch.profiler import ProfilerActivity, profile
 
-    torch.set_num_threads(args.threads)
-    cfg = study(args)
-    out = Path(args.out)
-    data = prepare(cfg, out)
-    v = next(x for x in cfg.variants if x.name == args.variant)
-    recipe = variant_recipe(cfg, v, data, out / "runs" / "profile", seed=0).with_overrides(
-        ["trainer.checkpoint_every=0", "trainer.log_every=0", "trainer.eval_every=0", "trainer.resume=never",
-         *args.set])
+    recipe, _ = speedrun_recipe(args, "profile", 0)
     trainer = Trainer(recipe)
     if args.long:  # past the short-sequence steps: length 128
         trainer.step = trainer.cfg.data.short_seq_steps

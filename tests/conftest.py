@@ -58,3 +58,22 @@ def one_thread():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def stand_in_store(monkeypatch):
+    """Study plans without a prepared token store: a plan reads only the store's vocabulary size, so
+    TokenStore stands in with a settable one (``stand_in_store.vocab_size = ...``), patched where the
+    data package defines it and where study/plan.py imports it. ``stand_in_store.data`` is the
+    study's data record that names it."""
+
+    class Store:
+        vocab_size = 8192
+        data = {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
+
+        def __init__(self, path):
+            pass
+
+    monkeypatch.setattr("encoderlab.data.store.TokenStore", Store)
+    monkeypatch.setattr("encoderlab.study.plan.TokenStore", Store)
+    return Store

@@ -559,29 +559,20 @@ def test_every_shipped_study_file_loads():
         check_networks(cfg)  # every variant's model and objective go together
 
 
-def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_and_the_builtin(monkeypatch):
+def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_and_the_builtin(stand_in_store):
     """Parts of one study (docs/studies/claims-deep, -electra, -ablations, ..., -all) share an out_dir
     and so their stages: a variant they both name must have the same recipe, or the second part
     would pretrain it again over the first's run."""
     from collections import defaultdict
 
-    from encoderlab.data import store
     from encoderlab.study.cli import load_study
     from encoderlab.study.plan import plan, recipe_fingerprint
 
-    vocab = [0]
-
-    class Store:  # the recipe reads only the store's vocabulary size: the study's own
-        def __init__(self, path):
-            self.vocab_size = vocab[0]
-
-    monkeypatch.setattr(store, "TokenStore", Store)
-    monkeypatch.setattr("encoderlab.study.plan.TokenStore", Store)  # plan.py imports it at module level
-    data = {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
+    data = stand_in_store.data
     seen = defaultdict(dict)  # out_dir -> variant -> (fingerprint, file)
     for path in sorted(DOC_STUDIES.glob("*/study.yaml")):
         cfg = load_study(str(path))
-        vocab[0] = cfg.vocab_size
+        stand_in_store.vocab_size = cfg.vocab_size  # the study's own
         for name, recipe in plan(cfg, data, Path(cfg.out_dir)).items():
             fp = recipe_fingerprint(recipe)
             first = seen[cfg.out_dir].setdefault(name, (fp, path.parent.name))
@@ -592,7 +583,7 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     # committed parts are its results on English Wikipedia only while it plans the same recipes
     # (run_dir is under the out_dir, so both are planned into one).
     deep_cfg = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml"))
-    vocab[0] = deep_cfg.vocab_size
+    stand_in_store.vocab_size = deep_cfg.vocab_size
     every = {name: fp for name, (fp, _) in seen["runs/claims-deep"].items()}
     deep_all = {name: every[name] for name in plan(deep_cfg, data, Path("runs/claims-deep"))}
     assert len(deep_all) == 17
@@ -600,7 +591,7 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     # is claims-deep-all's recipe; claim 6's generators are at the discriminator's depth (new names,
     # so their runs never meet the 2-layer ones), and every variant has two more pretraining seeds.
     builtin = load_study("claims")
-    vocab[0] = builtin.vocab_size
+    stand_in_store.vocab_size = builtin.vocab_size
     fingerprints = {name: recipe_fingerprint(r) for name, r in plan(builtin, data, Path("runs/claims-deep")).items()}
     old_six = {"electra-gen-1-8", "electra-gen-1-2", "electra-gen-1"}
     new_six = set(builtin.roles.generator_sizes.values())

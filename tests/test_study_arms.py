@@ -53,17 +53,11 @@ def test_the_causal_fields_leave_other_recipes_fingerprints_unchanged():
     assert "causal_fraction" not in objective and "causal_steps" not in objective
 
 
-def test_bert_and_electra_plan_the_claims_studys_recipes_so_their_stages_are_reused(monkeypatch):
-    from encoderlab.data import store
+def test_bert_and_electra_plan_the_claims_studys_recipes_so_their_stages_are_reused(stand_in_store):
     from encoderlab.study.plan import plan, recipe_fingerprint
 
-    class Store:  # the recipe reads only the store's vocabulary size
-        def __init__(self, path):
-            self.vocab_size = 8192
-
-    monkeypatch.setattr(store, "TokenStore", Store)
-    monkeypatch.setattr("encoderlab.study.plan.TokenStore", Store)  # plan.py imports it at module level
-    data = {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
+    stand_in_store.vocab_size = 8192
+    data = stand_in_store.data
     arms, claims = StudyConfig.from_yaml(STUDY), load_study("claims")
     ours = {n: recipe_fingerprint(r) for n, r in plan(arms, data, Path(arms.out_dir)).items()}
     theirs = {n: recipe_fingerprint(r) for n, r in plan(claims, data, Path(claims.out_dir)).items()}

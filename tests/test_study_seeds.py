@@ -25,16 +25,9 @@ STUDY = {"name": "s", "vocab_size": 600, "budget_flops": 2e9,
 
 
 @pytest.fixture
-def data(monkeypatch):
-    from encoderlab.data import store
-
-    class Store:  # the recipe reads only the store's vocabulary size
-        def __init__(self, path):
-            self.vocab_size = 600
-
-    monkeypatch.setattr(store, "TokenStore", Store)
-    monkeypatch.setattr("encoderlab.study.plan.TokenStore", Store)  # plan.py imports it at module level
-    return {"store": "store", "tokenizer": "tok", "demo_task": None, "tokens": 1}
+def data(stand_in_store):
+    stand_in_store.vocab_size = 600
+    return stand_in_store.data
 
 
 def test_each_variant_is_pretrained_from_every_seed_and_seed_zero_keeps_its_recipe(data):
