@@ -587,26 +587,34 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     every = {name: fp for name, (fp, _) in seen["runs/claims-deep"].items()}
     deep_all = {name: every[name] for name in plan(deep_cfg, data, Path("runs/claims-deep"))}
     assert len(deep_all) == 17
-    # The built-in study is issue 32's form of it: its pretraining seed 0 of every variant but claim 6's
-    # is claims-deep-all's recipe; claim 6's generators are at the discriminator's depth (new names,
-    # so their runs never meet the 2-layer ones), and every variant has two more pretraining seeds.
-    builtin = load_study("claims")
+    # The built-in study is issue 32's form of it at issue 33's budget (a third of the deep family's
+    # FLOPs, a quarter of the steps short): with the deep family's budget, short share and seeds given
+    # back, its pretraining seed 0 of every variant but claim 6's and the arms is claims-deep-all's
+    # recipe; claim 6's generators are at the discriminator's depth (new names, so their runs never
+    # meet the 2-layer ones), and every variant has two more pretraining seeds.
+    deep_family = ["budget_flops=1.72e14", "short_seq_fraction=0.5", "seeds=5"]
+    builtin = load_study("claims", deep_family)
     stand_in_store.vocab_size = builtin.vocab_size
     fingerprints = {name: recipe_fingerprint(r) for name, r in plan(builtin, data, Path("runs/claims-deep")).items()}
     old_six = {"electra-gen-1-8", "electra-gen-1-2", "electra-gen-1"}
     new_six = set(builtin.roles.generator_sizes.values())
-    assert {n: fp for n, fp in fingerprints.items() if "@" not in n and n not in new_six} == {
+    arms = {"gpt-bert", "clm-then-mlm", "clm"}
+    assert {n: fp for n, fp in fingerprints.items() if "@" not in n and n not in new_six | arms} == {
         n: fp for n, fp in deep_all.items() if n not in old_six}
-    assert len(fingerprints) == 3 * (17 - 3 + 4) and builtin.pretrain_seeds == 3
+    assert len(fingerprints) == 3 * (17 - 3 + 4 + 3) and builtin.pretrain_seeds == 3
     assert all(fingerprints[f"{n}@seed2"] != fingerprints[n] for n in deep_all if n not in old_six)
     gens = {builtin.variant(n).model.generator_layers for n in new_six}
     assert gens == {4} == {builtin.base.model.num_layers}  # the discriminator's depth
-    # ... and fine-tunes, probes and judges them alike: all but the names, the user's paths and issue 32's fields.
+    # ... and fine-tunes, probes and judges them alike: all but the names, the user's paths, issue 32's
+    # and issue 36's fields.
     paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task", "variants", "roles",
-             "pretrain_seeds", "extra_finetune_fractions", "random_control", "finetune_lrs"}
+             "pretrain_seeds", "extra_finetune_fractions", "random_control", "finetune_lrs", "prompt_tasks",
+             "prompt_shots", "prompt_seeds", "prompt"}
     deep = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).to_dict()
     assert {k: v for k, v in builtin.to_dict().items() if k not in paths} == {k: v for k, v in deep.items()
                                                                                if k not in paths}
+    plain = load_study("claims")
+    assert (plain.budget_flops, plain.short_seq_fraction, plain.seeds) == (5.7e13, 0.25, 3)
     assert builtin.extra_finetune_fractions == {"electra": [0.25, 0.5]}
 
 

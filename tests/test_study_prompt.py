@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from eval_helpers import one_thread, tiny_checkpoint, write_sentiment_task  # noqa: F401
 
 from encoderlab.config import ConfigError
@@ -18,6 +17,7 @@ from encoderlab.eval.config import PromptConfig
 from encoderlab.eval.tasks import get_task
 from encoderlab.study import prompt as probe
 from encoderlab.study.claims_arms import discriminator_prompting, prompt_scores
+from encoderlab.study.cli import load_study
 from encoderlab.study.config import ClaimRoles, StudyConfig, default_base
 from encoderlab.study.judge import Judge
 from encoderlab.study.plan import run_name
@@ -166,9 +166,8 @@ def test_the_prompt_fields_round_trip_and_default_to_off():
 
 def test_the_arms_study_prompts_every_task_with_a_pattern_zero_and_few_shot():
     arms = StudyConfig.from_yaml(ROOT / "docs" / "studies" / "claims-arms" / "study.yaml")
-    patterned = [t.name for t in arms.tasks if get_task(t.name).template]  # all but stsb, a regression
+    builtin = load_study("claims")
+    patterned = [t.name for t in builtin.tasks if get_task(t.name).template]  # all but stsb, a regression
     assert arms.prompt_tasks == tuple(patterned) and 0 in arms.prompt_shots and max(arms.prompt_shots) > 0
     assert arms.prompt_seeds >= 3
-    # the built-in claims study is pinned to claims-deep-all's settings (tests/test_study.py): no probe there
-    builtin = yaml.safe_load((ROOT / "encoderlab" / "study" / "builtin" / "claims.yaml").read_text())
-    assert "prompt_tasks" not in builtin
+    assert builtin.prompt_tasks == arms.prompt_tasks  # the built-in claims study prompts alike

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from encoderlab.config import ConfigError, closest
+from encoderlab.study.claims_arms import ARMS
 from encoderlab.study.config import ClaimRoles, StudyConfig
 
 # claim -> the ClaimRoles fields it cannot run without (study/claims.py; optional roles left out).
@@ -32,6 +33,9 @@ REQUIRED: dict[int | str, tuple[str, ...]] = {
     8: ("bert", "electra"), 9: ("share_shared", "share_none"), 10: ("nsp", "sop"), 11: ("bert_proposal", "electra"),
     12: ("bert", "electra"), 13: ("bert", "electra"), 14: ("bert_modern", "bert"),
 }
+# Claims 15 and 16 (study/claims_arms.py) read the arms by ArmRoles' fixed names beside ClaimRoles' bert;
+# claim 17 reads bert and electra and needs the prompting probe (prompt_tasks).
+ARM_REQUIRED: dict[int, str] = {15: ARMS.gpt_bert, 16: ARMS.clm_then_mlm}
 
 
 def role_names(roles: ClaimRoles, field: str) -> dict[str, str]:
@@ -54,7 +58,8 @@ def check_roles(cfg: StudyConfig) -> list[str]:
     present = [v.name for v in cfg.variants]
     roles = cfg.roles
     all_roles = {label: n for f in _fields() for label, n in role_names(roles, f).items()}
-    unused = [n for n in present if n not in all_roles.values()]
+    arm_roles = {f"arms.{f.name}": getattr(ARMS, f.name) for f in dataclasses.fields(ARMS)}
+    unused = [n for n in present if n not in all_roles.values() and n not in arm_roles.values()]
     defaults = ClaimRoles()
     errors, notes = [], []
     labels_of: dict[str, list[str]] = {}
@@ -76,8 +81,15 @@ def check_roles(cfg: StudyConfig) -> list[str]:
         if missing:
             notes.append(f"claim {claim} will not run: it needs " + ", ".join(
                 f"{label} = {name!r}{_closest(name, present)}" for label, name in missing.items()))
+    for claim, arm in ARM_REQUIRED.items():
+        if arm not in present or roles.bert not in present:
+            lacking = [n for n in (arm, roles.bert) if n not in present]
+            notes.append(f"claim {claim} will not run: it needs the variant(s) {lacking}")
+    if not cfg.prompt_tasks or roles.bert not in present or roles.electra not in present:
+        notes.append("claim 17 will not run: it needs bert and electra and the prompting probe (prompt_tasks)")
     if unused:
-        notes.append(f"variant(s) {unused} play no role in any claim (roles: {sorted(set(all_roles.values()))})")
+        notes.append(f"variant(s) {unused} play no role in any claim (roles: "
+                     f"{sorted(set(all_roles.values()) | set(arm_roles.values()))})")
     if errors and not cfg.allow_missing_roles:
         raise ConfigError("claim roles: " + "; ".join(errors) + f". Variants present: {present}. Fix the name, map "
                           "the role in roles:, or set allow_missing_roles: true to run without those claims")
