@@ -25,6 +25,7 @@ from encoderlab.generate.model import (
     TARGET,
     GenerationSetupError,
     hidden_states,
+    next_token_batch,
     position_ids_of,
     seq2seq_mask,
     seq2seq_start,
@@ -130,6 +131,35 @@ def test_training_batch_masks_a_fraction_of_each_target_only():
     torch.testing.assert_close(torch.where(masked[0], b.labels[0], b.input_ids[0]), original)
     assert b.segment_ids[0].tolist() == [0] * 5 + [1] * 10
     assert b.attention_mask[1].tolist() == [1] * 5 + [0] * 10
+
+
+def test_next_token_batch_labels_each_position_with_the_target_token_after_it():
+    pairs = [([10, 11, 12], [20, 21, 3]), ([13], [29, 3])]
+    b = next_token_batch(pairs, cls_id=2, sep_id=3, mask_id=4, pad_id=0, mask_prob=0.7, rng=None)
+    assert b.input_ids[0].tolist() == [2, 10, 11, 12, 3, 20, 21, 3] and (b.input_ids != 4).all()  # nothing masked
+    # the source's [SEP] predicts the first target token, the last-but-one target token the final [SEP]
+    assert b.labels[0].tolist() == [IGNORE] * 4 + [20, 21, 3, IGNORE]
+    assert b.labels[1].tolist() == [IGNORE, IGNORE, 29, 3] + [IGNORE] * 4
+    # under the seq2seq mask no position sees the token it is labelled with (no future leakage)
+    visible = seq2seq_mask(b.segment_ids, b.attention_mask)[:, 0]  # (B, T, T)
+    for i, j in (b.labels != IGNORE).nonzero().tolist():
+        assert not visible[i, j, j + 1:].any()
+
+
+def test_next_token_decoding_reads_the_sources_sep_alone_or_padded_in_a_batch():
+    model = _tiny_mlm()
+    ids = dict(cls_id=2, sep_id=3, mask_id=4, pad_id=0, forbidden=[0, 1, 2, 4], decoding="next")
+    batch = ModelStep(model, [[5, 6, 7, 8, 9, 10, 11], [12, 13]], **ids)
+    alone = ModelStep(model, [[12, 13]], **ids)
+    for prefix in (torch.zeros(1, 0, dtype=torch.long), torch.tensor([[14, 15]])):
+        torch.testing.assert_close(batch(torch.tensor([1]), prefix), alone(torch.tensor([0]), prefix),
+                                   atol=1e-5, rtol=1e-5)
+    # the first token's distribution is the MLM head at [CLS] 12 13 [SEP]'s last position, nothing appended
+    hidden = model.encoder(torch.tensor([[2, 12, 13, 3]]), torch.ones(1, 4, dtype=torch.long)).hidden
+    logits = model.mlm_head(hidden[:, -1]).float()
+    logits[:, [0, 1, 2, 4]] = float("-inf")
+    torch.testing.assert_close(alone(torch.tensor([0]), torch.zeros(1, 0, dtype=torch.long)),
+                               logits.log_softmax(-1), atol=1e-5, rtol=1e-5)
 
 
 # ---- which MLM a checkpoint gives ----------------------------------------------------------------
@@ -285,6 +315,16 @@ def test_overfit_greedy_and_beam_reproduce_the_targets(tmp_path):
     d = r.to_dict()
     assert d["network"] == "mlm" and d["summary"]["dev/greedy/f1"]["n"] == 1
     json.dumps(d)  # JSON-ready
+
+
+def test_next_token_decoding_overfits_and_is_saved_with_the_model(tmp_path):
+    ckpt = tiny_checkpoint(tmp_path, "bert", "mlm")
+    task = GenerationTask("toy", {"train": PAIRS, "dev": PAIRS})
+    r = run_generation(ckpt, task, GenerationConfig(**FAST, decoding="next"), [0], out_dir=tmp_path / "gen",
+                       log=lambda *a: None)
+    assert r.seeds[0].final_loss < 0.5 * r.seeds[0].first_loss
+    assert r.median("dev/greedy/exact_match") == 1.0 and r.median("dev/beam2/exact_match") == 1.0
+    assert load_generator(tmp_path / "gen")[2].decoding == "next"  # decode reads it back
 
 
 def test_untrained_model_does_not_reproduce_the_targets(tmp_path):

@@ -58,6 +58,29 @@ def test_claim_15_is_a_claim_of_matching_and_shows_what_the_hybrid_adds(gap, ver
     assert c.numbers["gpt-bert next-token accuracy (held-out)"] == 0.21
     assert c.numbers["clm next-token accuracy (held-out)"] == 0.24
     assert c.published == PUBLISHED_ARMS[15] and "2410.24159" in c.published
+    assert not any("title F1" in k for k in c.numbers)  # no generation task: nothing claimed about it
+
+
+def test_claim_15_shows_the_title_task_f1_of_the_hybrid_decoding_as_a_causal_lm_beside_berts():
+    def gen(f1):
+        return {"split": "test", "summary": {"f1": {"median": f1, "std": 0.01, "n": 3}}}
+
+    bert, gpt = _variant("bert", 0.70), _variant("gpt-bert", 0.70)
+    without = hybrid_encoder(_judge(bert=bert, gpt_bert=gpt), ROLES)
+    bert.measure.generation, gpt.measure.generation = {"mlm": gen(0.31)}, {"next": gen(0.27)}
+    c = hybrid_encoder(_judge(bert=bert, gpt_bert=gpt), ROLES)
+    assert c.numbers["gpt-bert (next-token) title F1"] == 0.27 and c.numbers["bert (UniLM) title F1"] == 0.31
+    assert c.verdict == without.verdict  # the title task does not enter the verdict
+
+
+def test_the_study_runs_the_title_probe_for_gpt_bert_as_a_causal_lm():
+    from encoderlab.study.cli import load_study
+    from encoderlab.study.probes import generation_settings, planned_probes
+
+    cfg = load_study("claims", ["generation_task=somewhere"])
+    assert ("generation", "gpt-bert", "next") in planned_probes(cfg)
+    settings, network = generation_settings(cfg, "next")
+    assert (settings.decoding, network) == ("next", "mlm") and generation_settings(cfg, "mlm")[0] == cfg.generation
 
 
 def test_claim_16_is_directional_with_the_causal_only_control_beside_it():

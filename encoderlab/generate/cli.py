@@ -96,7 +96,7 @@ def _decode(args) -> int:
     precision = runtime.precision.precision
     out = generate(model, tok, sources, beam=args.beam or cfg.beam_size, max_source_length=max_source,
                    max_length=max_target, length_penalty=cfg.length_penalty, batch_size=cfg.eval_batch_size,
-                   precision=precision)
+                   precision=precision, decoding=cfg.decoding)
     text = "".join(d.text + "\n" for d in out)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")

@@ -17,6 +17,11 @@ from encoderlab.tune.config import TuneSettings
 # which half. random: fresh weights in the shape of the network auto would take (for an ELECTRA pair:
 # the discriminator's), the no-pretraining control.
 Network = Literal["auto", "mlm", "generator", "discriminator", "random"]
+# How a target token is predicted. mask: UniLM's, at an appended [MASK] (an MLM's way). next: from the
+# hidden state of the token before it, as a causal LM does (the way a checkpoint pretrained with a
+# causal objective, kind gptbert / clm / clm_then_mlm, reads its own head; GPT-BERT's masked rows read
+# at t - 1 too): every target token predicted in training, teacher-forced, mask_prob unused.
+Decoding = Literal["mask", "next"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -26,6 +31,7 @@ class GenerationConfig(TuneSettings):
     (learning_rate, warmup, batch_size and the other keys shared with it are TuneSettings')."""
 
     network: Network = "auto"
+    decoding: Decoding = "mask"
     epochs: float = 3.0
     max_steps: int | None = None  # caps the steps the epochs give
     mask_prob: float = 0.7  # fraction of target tokens (final [SEP] included) masked and predicted

@@ -125,10 +125,12 @@ def beam_search(step: StepFn, n: int, *, beam: int, eos: int, max_length: int, l
 # ---- the model's step function -------------------------------------------------------------------
 class ModelStep:
     """``step(rows, prefixes)`` for a seq2seq MLM and a batch of encoded sources: the log-probs of
-    the token at an appended [MASK], special tokens other than [SEP] excluded (renormalized)."""
+    the token at an appended [MASK] (decoding "mask"), or read at the last token so far (decoding
+    "next": the source's [SEP] before the first target token), special tokens other than [SEP]
+    excluded (renormalized)."""
 
     def __init__(self, model, sources: list[list[int]], *, cls_id: int, sep_id: int, mask_id: int, pad_id: int,
-                 forbidden: list[int], precision: str = "fp32"):
+                 forbidden: list[int], precision: str = "fp32", decoding: str = "mask"):
         self.model = model
         self.device = next(model.parameters()).device
         self.precision = precision
@@ -140,19 +142,27 @@ class ModelStep:
             self.source_real[i, : len(s) + 2] = 1
         self.source_ids, self.source_real = self.source_ids.to(self.device), self.source_real.to(self.device)
         self.mask_id = mask_id
+        self.next_token = decoding == "next"
+        self.source_sep = torch.tensor([len(s) + 1 for s in sources], device=self.device)  # (n,)
         self.forbidden = torch.tensor(sorted(forbidden), dtype=torch.long, device=self.device)
 
     @torch.no_grad()
     def __call__(self, rows: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
         rows = rows.to(self.device)
         R, t = prefix.shape
-        target = torch.cat([prefix.to(self.device), torch.full((R, 1), self.mask_id, device=self.device)], 1)
-        ids = torch.cat([self.source_ids[rows], target], 1)  # (R, S + t + 1)
+        target = prefix.to(self.device)  # (R, t)
+        if not self.next_token:
+            target = torch.cat([target, torch.full((R, 1), self.mask_id, device=self.device)], 1)
+        ids = torch.cat([self.source_ids[rows], target], 1)  # (R, S + t [+ 1])
         real = torch.cat([self.source_real[rows], torch.ones_like(target)], 1)
         segments = torch.cat([torch.full_like(self.source_ids[rows], SOURCE), torch.full_like(target, TARGET)], 1)
         with autocast(self.precision, self.device):
-            hidden = hidden_states(self.model.encoder, ids, segments, real)  # (R, S + t + 1, H)
-            logits = self.model.mlm_head(hidden[:, -1])  # (R, V)
+            hidden = hidden_states(self.model.encoder, ids, segments, real)  # (R, S + t [+ 1], H)
+            if self.next_token and t == 0:  # the source's [SEP], before its padding
+                last = hidden[torch.arange(R, device=self.device), self.source_sep[rows]]  # (R, H)
+            else:
+                last = hidden[:, -1]
+            logits = self.model.mlm_head(last)  # (R, V)
         logits = logits.float()
         logits[:, self.forbidden] = float("-inf")
         return logits.log_softmax(-1)
@@ -174,8 +184,10 @@ def special_ids(tok) -> dict[str, int]:
 
 
 def generate(model, tok, sources: list[str], *, beam: int, max_source_length: int, max_length: int,
-             length_penalty: float = 1.0, batch_size: int = 64, precision: str = "fp32") -> list[Decoded]:
-    """Decode each source text (truncated to ``max_source_length`` tokens): greedy when beam == 1."""
+             length_penalty: float = 1.0, batch_size: int = 64, precision: str = "fp32",
+             decoding: str = "mask") -> list[Decoded]:
+    """Decode each source text (truncated to ``max_source_length`` tokens): greedy when beam == 1;
+    ``decoding`` as the model was fine-tuned (GenerationConfig.decoding)."""
     ids = special_ids(tok)
     encoded = [s[:max_source_length] for s in tok.encode_batch(list(sources))]
     # Specials other than [SEP], and ids past the tokenizer's vocabulary (a model's table may be larger).
@@ -184,7 +196,8 @@ def generate(model, tok, sources: list[str], *, beam: int, max_source_length: in
     model.eval()
     out: list[Decoded | None] = [None] * len(sources)
     for idx in length_batches([len(e) for e in encoded], batch_size, None):  # similar lengths together
-        step = ModelStep(model, [encoded[i] for i in idx], forbidden=forbidden, precision=precision, **ids)
+        step = ModelStep(model, [encoded[i] for i in idx], forbidden=forbidden, precision=precision,
+                         decoding=decoding, **ids)
         if beam == 1:
             hyps = greedy(step, len(idx), eos=tok.sep_id, max_length=max_length)
         else:

@@ -166,3 +166,23 @@ def training_batch(pairs: list[tuple[list[int], list[int]]], *, cls_id: int, sep
         labels[i, chosen] = ids[i, chosen]
         ids[i, chosen] = mask_id
     return Seq2SeqBatch(ids, segments, real, labels)
+
+
+def next_token_batch(pairs: list[tuple[list[int], list[int]]], *, cls_id: int, sep_id: int, pad_id: int,
+                     **_) -> Seq2SeqBatch:
+    """decoding=next's batch: nothing masked; the label at a position is the target token after it,
+    from the source's [SEP] (which predicts the first target token) to the target's last-but-one
+    token (which predicts the final [SEP]). Under the seq2seq mask a target query sees the source and
+    the target up to itself, so no label is visible to the position that predicts it."""
+    T = max(len(s) + len(t) + 2 for s, t in pairs)
+    ids = torch.full((len(pairs), T), pad_id, dtype=torch.long)  # (B, T)
+    segments = torch.zeros_like(ids)
+    real = torch.zeros_like(ids)
+    labels = torch.full_like(ids, IGNORE)
+    for i, (src, tgt) in enumerate(pairs):
+        start, end = len(src) + 2, len(src) + 2 + len(tgt)
+        ids[i, :end] = torch.tensor([cls_id, *src, sep_id, *tgt])
+        segments[i, start:end] = TARGET
+        real[i, :end] = 1
+        labels[i, start - 1:end - 1] = ids[i, start:end]
+    return Seq2SeqBatch(ids, segments, real, labels)

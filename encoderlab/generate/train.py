@@ -35,7 +35,14 @@ from encoderlab.errors import EncoderlabError
 from encoderlab.generate import metrics as M
 from encoderlab.generate.config import GenerationConfig
 from encoderlab.generate.decode import generate, special_ids
-from encoderlab.generate.model import IGNORE, Seq2SeqStart, hidden_states, seq2seq_start, training_batch
+from encoderlab.generate.model import (
+    IGNORE,
+    Seq2SeqStart,
+    hidden_states,
+    next_token_batch,
+    seq2seq_start,
+    training_batch,
+)
 from encoderlab.generate.tasks import GenerationTask, Pair, load_task
 from encoderlab.models.networks import MaskedLM
 from encoderlab.runtime import resolve_runtime
@@ -165,9 +172,11 @@ def fine_tune(start: Seq2SeqStart, tok: Tokenizer, task: GenerationTask, cfg: Ge
     ids = special_ids(tok)
     lengths = [len(s) + len(t) for s, t in data]
 
+    make_batch = next_token_batch if cfg.decoding == "next" else training_batch
+
     def one_epoch():  # the masks are drawn from the same rng as the order, batch by batch
         for idx in length_batches(lengths, cfg.batch_size, rng):
-            yield training_batch([data[i] for i in idx], mask_prob=cfg.mask_prob, rng=rng, **ids).to(device)
+            yield make_batch([data[i] for i in idx], mask_prob=cfg.mask_prob, rng=rng, **ids).to(device)
 
     def loss_fn(model: MaskedLM, batch) -> torch.Tensor:
         predicted = batch.labels != IGNORE  # (B, T)
@@ -204,7 +213,7 @@ def evaluate(model: MaskedLM, tok: Tokenizer, pairs: list[Pair], cfg: Generation
         name = "greedy" if beam == 1 else f"beam{beam}"
         out = generate(model, tok, [p.source for p in pairs], beam=beam, max_source_length=max_source,
                        max_length=max_target, length_penalty=cfg.length_penalty, batch_size=cfg.eval_batch_size,
-                       precision=precision)
+                       precision=precision, decoding=cfg.decoding)
         preds = [d.text for d in out]
         scores.update({f"{name}/{k}": v for k, v in M.score(preds, references).items()})
         scores[f"{name}/log_prob"] = float(np.mean([d.hypothesis.score for d in out]))

@@ -4,7 +4,8 @@ the claims name:
 - generation (claim 12): the bert role's MLM, the electra role's generator and its discriminator
   (given a fresh MLM head) each fine-tuned UniLM-style on a generation task (encoderlab/generate),
   ``seeds`` seeds each; scores are token F1 / ROUGE-L / exact match on the task's test split
-  (dev when it has none), greedy decoding;
+  (dev when it has none), greedy decoding. Claim 15's arm gpt-bert too, as the causal LM it also
+  is (network "next": its own MLM head read at the token before, GenerationConfig.decoding);
 - robustness (claim 13): the bert and electra roles fine-tuned on a classification task and scored on
   perturbed copies of its eval split (encoderlab/eval/robustness.py).
 
@@ -16,7 +17,9 @@ A probe is off while its task is unset (StudyConfig.generation_task / robustness
 from __future__ import annotations
 
 from encoderlab.eval.robustness import evaluate_robustness
+from encoderlab.generate.config import GenerationConfig
 from encoderlab.generate.train import run_generation
+from encoderlab.study.claims_arms import ARMS
 from encoderlab.study.config import StudyConfig, TaskRef
 from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import finetune_weight, recipe_fingerprint
@@ -32,7 +35,8 @@ def planned_probes(cfg: StudyConfig) -> list[tuple[str, str, str | None]]:
     todo = []
     if cfg.generation_task:
         todo += [("generation", n, net) for n, net in
-                 ((roles.bert, "mlm"), (roles.electra, "generator"), (roles.electra, "discriminator")) if n in names]
+                 ((roles.bert, "mlm"), (roles.electra, "generator"), (roles.electra, "discriminator"),
+                  (ARMS.gpt_bert, NEXT)) if n in names]
     if cfg.robustness_task:
         todo += [("robustness", n, None) for n in (roles.bert, roles.electra) if n in names]
     return todo
@@ -73,8 +77,19 @@ def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: 
     setattr(res.measure, kind, probe)
 
 
+NEXT = "next"  # a probe "network": the MLM with its head read at the token before (decoding next)
+
+
+def generation_settings(cfg: StudyConfig, network: str) -> tuple[GenerationConfig, str]:
+    """(settings, network) run_generation gets for a probe's network."""
+    if network == NEXT:
+        return cfg.generation.replace(decoding="next"), "mlm"
+    return cfg.generation, network
+
+
 def _generation(cfg: StudyConfig, ck: str, network: str, data: dict) -> dict:
-    r = run_generation(ck, cfg.generation_task, cfg.generation, cfg.seeds, network=network,
+    settings, net = generation_settings(cfg, network)
+    r = run_generation(ck, cfg.generation_task, settings, cfg.seeds, network=net,
                        tokenizer_dir=data["tokenizer"], log=lambda *a: None)
     split = "test" if any(k.startswith("test/") for k in r.summary) else "dev"
     return {"split": split, "summary": {k.split("/", 2)[2]: s for k, s in r.summary.items()
