@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from encoderlab.study import blimp
 from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.judge import task_signal
 from encoderlab.study.results import Checkpoint, FinetuneKey, Measure, VariantResult
@@ -67,7 +68,7 @@ def test_bag_of_words_learns_a_task_words_decide_and_not_one_they_do_not():
 def test_blimp_dev_is_named_as_a_subset_sampled_alike_and_compared_pair_by_pair(tmp_path):
     import json
 
-    from encoderlab.study import blimp
+
 
     for name in ("a", "b", "c"):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(
@@ -108,3 +109,42 @@ def test_blimp_dev_enters_a_claims_rows_only_with_signal():
     controls = {"tasks": {}, "blimp": {"n": 1000, "deployed": "mlm",
                                        "networks": {"mlm": {"correct": "1" * 500 + "0" * 500}}}}
     assert task_signal(v, controls)[label][0] is True  # 0.65 pooled against the control's 0.50
+
+
+def test_blimp_dev_interval_covers_pretraining_runs_not_only_pairs():
+    """Two runs of bert far apart (0.80, 0.62) against two close ones of electra (0.66, 0.68): pair by
+    pair on the runs' averages bert is ahead beyond doubt; with the runs as the unit of replication it
+    is not (the runs are resampled, the pairs shared by every run of both variants)."""
+    from encoderlab.study.judge import Judge
+    from encoderlab.study.results import Replica
+
+    rng = np.random.default_rng(1)
+    label = "BLiMP dev (36 of 67 paradigms)"
+    order = rng.permutation(1000)
+
+    def record(k):
+        bits = np.zeros(1000, dtype=int)
+        bits[order[:k]] = 1
+        return {"1": {"label": label, "n": 1000, "deployed": "mlm",
+                      "networks": {"mlm": {"accuracy": k / 1000, "correct": "".join(map(str, bits))}}}}
+
+    v = {"bert": _variant("bert", 0.25, 0.68, rng), "electra": _variant("electra", 0.23, 0.74, rng)}
+    for name, (k0, k1) in (("bert", (800, 620)), ("electra", (660, 680))):
+        v[name].measure.blimp = record(k0)
+        v[name].replicas = [Replica(seed=1, run_dir="", measure=Measure(blimp=record(k1)))]
+    j = Judge(v, draws=400)
+    _, a = j.zero_shot("bert")
+    _, b = j.zero_shot("electra")
+    assert a.shape == b.shape == (2, 1000)
+    pooled = blimp.paired_diff(a.mean(0), b.mean(0))
+    assert pooled.lo > 0  # pairs only: "bert is better"
+    x, verdict = j.compare("bert - electra", "bert", "electra").per_task[f"{label}, zero-shot"]
+    assert x.diff == pytest.approx(0.71 - 0.67) and x.runs == (2, 2) and verdict == "inconclusive"
+    assert x.hi - x.lo > 3 * (pooled.hi - pooled.lo)
+
+
+def test_bootstrap_counts_equal_the_direct_count():
+    from encoderlab.study.stats import _counts
+
+    idx = np.random.default_rng(0).integers(0, 7, (50, 7))
+    assert (_counts(idx, 7) == (idx[:, :, None] == np.arange(7)).sum(1)).all()

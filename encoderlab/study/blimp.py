@@ -1,5 +1,5 @@
 """BLiMP dev: zero-shot minimal pairs from BLiMP's paradigm files, scored at every checkpoint, with
-each pair's outcome kept so that two variants can be compared pair by pair.
+each pair's outcome kept so that two variants can be compared on the same pairs.
 
 The files under ../shared/data/blimp are 36 of BLiMP's 67 paradigms (1,000 pairs each; the other 31
 are held back on purpose), so the score is a development score and is always called "BLiMP dev (36 of
@@ -7,10 +7,12 @@ are held back on purpose), so the score is a development score and is always cal
 discriminator by the summed log P(original) of its tokens (eval/intrinsic.py); a variant's score is
 that of the network it deploys (an ELECTRA's discriminator), its generator's reported beside it.
 
-Two variants are compared on the same pairs: the difference of their accuracies with a paired normal
-interval over pairs (the per-pair differences' standard error; at thousands of pairs the normal
-approximation is close to McNemar's exact test). With several pretraining runs a pair's outcome is
-its mean over the runs (each run's last checkpoint): the interval is then over pairs, not runs.
+Two variants are compared on the same pairs by the study's hierarchical bootstrap (study/stats.py,
+judge.Judge.compare): each variant's (runs, pairs) outcomes at its runs' last checkpoints, the
+pretraining runs resampled per variant and the pairs, the same items for every run of both variants,
+resampled once per draw and shared, as fine-tuning seeds are; so the interval covers both how runs
+differ and which pairs were drawn. :func:`paired_diff` (a paired normal interval over pairs, close to
+McNemar's test at thousands of pairs) compares the pooled variants with the one random-init control.
 """
 
 from __future__ import annotations

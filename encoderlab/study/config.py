@@ -184,7 +184,8 @@ class StudyConfig(Config):
     # when the pretrained variants beat it beyond its interval (study/judge.task_signal).
     random_control: bool = False
     # A folder of BLiMP paradigm files (../shared/data/blimp: 36 of the 67, "BLiMP dev") scored zero-shot
-    # at every checkpoint of each variant's seed-0 run, pair by pair (study/blimp.py); a seeded sample
+    # at every checkpoint of each variant's seed-0 run and the last of every further pretraining run,
+    # compared over runs and pairs (study/blimp.py); a seeded sample
     # of blimp_pairs_per_paradigm from each paradigm (None: all 1,000), the same for every variant: 100 a
     # paradigm (3,600 pairs) costs about a minute per checkpoint of a tiny model on 2 cores (docs/studies.md).
     blimp: str | None = None

@@ -46,9 +46,8 @@ class Judge:
     draws: int = stats.DRAWS
 
     def zero_shot(self, name: str) -> tuple[str, np.ndarray] | None:
-        """(label, per-pair outcomes) of a variant's BLiMP dev at its last checkpoint, each pair's
-        outcome averaged over the pretraining runs that have it, when BLiMP dev carries signal (or no
-        control ran to say)."""
+        """(label, (P, N) per-pair outcomes of each pretraining run that has them) of a variant's BLiMP
+        dev at its last checkpoint, when BLiMP dev carries signal (or no control ran to say)."""
         if name not in self.v:
             return None
         r = self.v[name]
@@ -57,7 +56,7 @@ class Judge:
         bits = [b for f in finals if (b := correct_of(f)) is not None]
         if not bits or (self.signal is not None and not self.signal.get(finals[0]["label"], False)):
             return None
-        return finals[0]["label"], np.mean([b for b in bits if len(b) == len(bits[0])], axis=0)
+        return finals[0]["label"], np.stack([b for b in bits if len(b) == len(bits[0])]).astype(float)
 
     def scores(self, name: str, fraction: float | None = None, unshared: bool = False) -> dict[str, np.ndarray]:
         got = self.v[name].seed_scores(fraction, unshared=unshared) if name in self.v else {}
@@ -86,7 +85,11 @@ class Judge:
                 per[t] = (x, stats.verdict(x, kind, self.margin))
         za, zb = self.zero_shot(a), self.zero_shot(b)
         if za and zb and b_scores is None and a_fraction is b_fraction is None and not (a_unshared or b_unshared):
-            x = paired_diff(za[1], zb[1])  # zero-shot evidence beside the tasks, not in the aggregate
+            # Zero-shot evidence beside the tasks, not in the aggregate, by the same hierarchical
+            # bootstrap: the pairs, the same items for every run of both variants, stand where the
+            # fine-tuning seeds stand (resampled once per draw, shared), the runs are resampled per variant.
+            x = stats.bootstrap_diff({za[0]: za[1]}, {za[0]: zb[1]}, draws=self.draws) if (
+                za[1].shape[1] == zb[1].shape[1]) else None
             per[f"{za[0]}, zero-shot"] = (x, stats.verdict(x, kind, self.margin))
         return Comparison(label, kind, e, stats.verdict(e, kind, self.margin), per)
 
