@@ -142,6 +142,22 @@ class Seq2SeqBatch:
                               (self.input_ids, self.segment_ids, self.attention_mask, self.labels)))
 
 
+def _unlabelled(pairs: list[tuple[list[int], list[int]]], cls_id: int, sep_id: int,
+                pad_id: int) -> tuple[Seq2SeqBatch, list[tuple[int, int]]]:
+    """``[CLS] source [SEP] target`` rows padded at the end, no label yet; each target's (start, end)."""
+    T = max(len(s) + len(t) + 2 for s, t in pairs)
+    ids = torch.full((len(pairs), T), pad_id, dtype=torch.long)  # (B, T)
+    segments, real = torch.zeros_like(ids), torch.zeros_like(ids)
+    spans = []
+    for i, (src, tgt) in enumerate(pairs):
+        start, end = len(src) + 2, len(src) + 2 + len(tgt)
+        ids[i, :end] = torch.tensor([cls_id, *src, sep_id, *tgt])
+        segments[i, start:end] = TARGET
+        real[i, :end] = 1
+        spans.append((start, end))
+    return Seq2SeqBatch(ids, segments, real, torch.full_like(ids, IGNORE)), spans
+
+
 def training_batch(pairs: list[tuple[list[int], list[int]]], *, cls_id: int, sep_id: int, mask_id: int,
                    pad_id: int, mask_prob: float, rng: np.random.Generator) -> Seq2SeqBatch:
     """Pairs of (source ids, target ids ending in [SEP]) -> a batch with round(mask_prob * n) (at
@@ -150,22 +166,12 @@ def training_batch(pairs: list[tuple[list[int], list[int]]], *, cls_id: int, sep
     Always [MASK], never UniLM-pretraining's 10% random / 10% kept tokens: decoding predicts only at
     an appended [MASK], and the kept and random tokens served pretraining's later fine-tuning.
     The final [SEP] is maskable like any target token, which teaches the model when to stop."""
-    T = max(len(s) + len(t) + 2 for s, t in pairs)
-    B = len(pairs)
-    ids = torch.full((B, T), pad_id, dtype=torch.long)  # (B, T)
-    segments = torch.zeros_like(ids)
-    real = torch.zeros_like(ids)
-    labels = torch.full_like(ids, IGNORE)
-    for i, (src, tgt) in enumerate(pairs):
-        start, end = len(src) + 2, len(src) + 2 + len(tgt)
-        ids[i, :end] = torch.tensor([cls_id, *src, sep_id, *tgt])
-        segments[i, start:end] = TARGET
-        real[i, :end] = 1
-        n = len(tgt)
-        chosen = start + rng.choice(n, size=max(1, round(mask_prob * n)), replace=False)
-        labels[i, chosen] = ids[i, chosen]
-        ids[i, chosen] = mask_id
-    return Seq2SeqBatch(ids, segments, real, labels)
+    b, spans = _unlabelled(pairs, cls_id, sep_id, pad_id)
+    for i, (start, end) in enumerate(spans):
+        chosen = start + rng.choice(end - start, size=max(1, round(mask_prob * (end - start))), replace=False)
+        b.labels[i, chosen] = b.input_ids[i, chosen]
+        b.input_ids[i, chosen] = mask_id
+    return b
 
 
 def next_token_batch(pairs: list[tuple[list[int], list[int]]], *, cls_id: int, sep_id: int, pad_id: int,
@@ -174,15 +180,7 @@ def next_token_batch(pairs: list[tuple[list[int], list[int]]], *, cls_id: int, s
     from the source's [SEP] (which predicts the first target token) to the target's last-but-one
     token (which predicts the final [SEP]). Under the seq2seq mask a target query sees the source and
     the target up to itself, so no label is visible to the position that predicts it."""
-    T = max(len(s) + len(t) + 2 for s, t in pairs)
-    ids = torch.full((len(pairs), T), pad_id, dtype=torch.long)  # (B, T)
-    segments = torch.zeros_like(ids)
-    real = torch.zeros_like(ids)
-    labels = torch.full_like(ids, IGNORE)
-    for i, (src, tgt) in enumerate(pairs):
-        start, end = len(src) + 2, len(src) + 2 + len(tgt)
-        ids[i, :end] = torch.tensor([cls_id, *src, sep_id, *tgt])
-        segments[i, start:end] = TARGET
-        real[i, :end] = 1
-        labels[i, start - 1:end - 1] = ids[i, start:end]
-    return Seq2SeqBatch(ids, segments, real, labels)
+    b, spans = _unlabelled(pairs, cls_id, sep_id, pad_id)
+    for i, (start, end) in enumerate(spans):
+        b.labels[i, start - 1:end - 1] = b.input_ids[i, start:end]
+    return b
