@@ -609,10 +609,11 @@ def test_committed_study_parts_sharing_an_out_dir_agree_on_every_shared_variant_
     # and issue 36's fields.
     paths = {"name", "out_dir", "corpus", "glue_dir", "generation_task", "robustness_task", "variants", "roles",
              "pretrain_seeds", "extra_finetune_fractions", "random_control", "finetune_lrs", "prompt_tasks",
-             "prompt_shots", "prompt_seeds", "prompt"}
+             "prompt_shots", "prompt_seeds", "prompt", "tasks"}
     deep = load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).to_dict()
     assert {k: v for k, v in builtin.to_dict().items() if k not in paths} == {k: v for k, v in deep.items()
                                                                                if k not in paths}
+    assert set(builtin.tasks) < set(load_study(str(DOC_STUDIES / "claims-deep-all" / "study.yaml")).tasks)
     plain = load_study("claims")
     assert (plain.budget_flops, plain.short_seq_fraction, plain.seeds) == (5.7e13, 0.25, 3)
     assert builtin.extra_finetune_fractions == {"electra": [0.25, 0.5]}

@@ -27,10 +27,10 @@ def test_the_arms_study_loads_with_the_claims_studys_recipe_family_budget_and_se
     assert theirs["clm"].objective.kind == "clm"  # the control is in the built-in study
     for field in ("base", "budget_flops", "pretrain_seeds", "seeds", "short_seq_fraction", "eval_fractions",
                   "finetune_fractions", "finetune", "vocab_size", "out_dir", "finetune_lrs", "prompt_tasks",
-                  "prompt_shots", "prompt_seeds", "prompt"):
+                  "prompt_shots", "prompt_seeds", "prompt", "tasks"):
         assert getattr(arms, field) == getattr(claims, field), field
     # the tasks that carry signal at this scale (issue 32: MRPC at its majority class, RTE at chance)
-    assert [t.name for t in arms.tasks] == ["sst2", "cola", "stsb"] and set(arms.tasks) < set(claims.tasks)
+    assert [t.name for t in arms.tasks] == ["sst2", "cola", "stsb"]
     assert all(v.model == theirs["bert"].model for v in arms.variants[2:])  # bert's architecture
     check_roles(arms)  # no misspelled or dangling role stops it before compute
 
