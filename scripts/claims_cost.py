@@ -1,0 +1,114 @@
+"""What the built-in claims study costs on this machine, estimated from measured stages.
+
+    python scripts/claims_cost.py --out runs/claims --save runs/claims-speed.json \
+        --bert-record docs/speedrun/records/t1-claims-bert-seed0-2026-12-06T031258+0000.json \
+        --pair-s 95 --prompt-s 40 --blimp-s 50
+    python scripts/claims_cost.py --rates docs/studies/claims-arms/claims-speed.json ...   # no re-timing
+
+Pretraining: a run's core-seconds are the study's budget over its FLOP rate. BERT's rate is the one a
+speedrun record measured (one thread, side by side with another one-thread job, nothing else
+running); every other variant's is BERT's times its own rate relative to BERT's, timed here as the
+study's speed stage times them (study/speed.py: each variant's own pretraining step at full length,
+all variants in turns in one process, one thread, the best of the rounds; tokens/s x planned FLOPs
+per token). ``--out``: a study folder whose data stage is prepared (its token store feeds the steps).
+Fine-tuning: a checkpoint-task pair's measured core-seconds (all its seeds), scaled for a wider
+encoder by the split the study's ETA weights use (study/plan.py: a fixed share and a share that grows
+with the encoder's FLOPs). Prompting and BLiMP: measured core-seconds per run and per scoring. Two jobs
+share the two cores: hours on 2 cores = core-hours / 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from encoderlab.models.presets import preset
+from encoderlab.study.cli import load_study
+from encoderlab.study.config import StudyConfig, VariantSpec
+from encoderlab.study.plan import _FT_FIXED_SHARE, family_model, plan
+from encoderlab.study.speed import training_speed
+from encoderlab.study.stages import Stages
+from encoderlab.train.config import InitConfig
+from encoderlab.train.flops import encoder_flops, planned_step_flops
+from encoderlab.train.init import resolve_model
+
+
+def measure_rates(cfg: StudyConfig, out: Path, rounds: int) -> dict[str, float]:
+    """{variant: FLOP/s of its pretraining step at full length, one thread}."""
+    data = (Stages(out / "stages.json").data.get("data") or {}).get("result")
+    if data is None:
+        raise SystemExit(f"{out}/stages.json has no data stage: run the study's data stage there first")
+    torch.set_num_threads(1)
+    recipes = {n: r for n, r in plan(cfg.replace(pretrain_seeds=1), data, out / "cost-probe").items()}
+    speed = training_speed(recipes, rounds=rounds)
+    out_rates = {}
+    for name, r in recipes.items():
+        v = cfg.variant(name)
+        model = resolve_model(r.model, r.init, cfg.vocab_size)
+        B, T = r.data.batch_size, r.data.seq_len
+        out_rates[name] = speed[name]["tokens_per_s"] * planned_step_flops(model, v.objective, B, T) / (B * T)
+    return out_rates
+
+
+def pair_weight(cfg: StudyConfig, v: VariantSpec) -> float:
+    """A pair's cost relative to a bert-tiny-shaped one's share split (study/plan.finetune_weight)."""
+    enc = resolve_model(family_model(cfg.base.model, v.model), InitConfig(), cfg.vocab_size).encoder
+    ratio = encoder_flops(enc, 1, 128) / encoder_flops(preset("bert-tiny").encoder, 1, 128)
+    return _FT_FIXED_SHARE + (1 - _FT_FIXED_SHARE) * ratio
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bert-record", required=True, help="a speedrun T1 record of the claims study's bert")
+    ap.add_argument("--out", type=Path, help="a study folder with a prepared data stage (to time the steps)")
+    ap.add_argument("--rates", type=Path, help="rates saved by an earlier --save (instead of timing)")
+    ap.add_argument("--save", type=Path, help="write the timed rates here")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pair-s", type=float, required=True, help="core-seconds of one 4 x 128 checkpoint-task pair")
+    ap.add_argument("--prompt-s", type=float, default=0.0, help="core-seconds of one run's prompting probe")
+    ap.add_argument("--blimp-s", type=float, default=0.0, help="core-seconds of one BLiMP dev scoring (0: off)")
+    ap.add_argument("--study", default="claims")
+    args = ap.parse_args()
+
+    cfg = load_study(args.study)
+    if args.rates:
+        measured = json.loads(args.rates.read_text())
+    elif args.out:
+        measured = measure_rates(cfg, args.out, args.rounds)
+        if args.save:
+            args.save.write_text(json.dumps(measured, indent=1) + "\n")
+    else:
+        raise SystemExit("give --out (to time the steps) or --rates")
+    record = json.loads(Path(args.bert_record).read_text())
+    bert_rate = record["reached"]["flops"] / record["reached"]["seconds"]
+    minutes = {v.name: cfg.budget_flops / (measured[v.name] / measured["bert"] * bert_rate) / 60 for v in cfg.variants}
+    runs = cfg.pretrain_seeds
+    pretrain = sum(minutes.values()) * 60 * runs
+    pairs = {v.name: len(cfg.tasks) * runs * (1 + len(cfg.extra_finetune_fractions.get(v.name, [])))
+             for v in cfg.variants}
+    bert_weight = pair_weight(cfg, cfg.variant("bert"))
+    finetune = sum(n * args.pair_s * pair_weight(cfg, cfg.variant(name)) / bert_weight for name, n in pairs.items())
+    control = len(cfg.tasks) * args.pair_s if cfg.random_control else 0.0
+    prompted = sum(runs for v in cfg.variants if v.objective.kind != "clm") if cfg.prompt_tasks else 0
+    scorings = len(cfg.variants) * (len(cfg.eval_fractions) + runs - 1)
+    rows = [("pretraining", f"{len(cfg.variants)} variants x {runs} seeds", pretrain),
+            ("fine-tuning", f"{sum(pairs.values())} checkpoint-task pairs", finetune),
+            ("random-init control", f"{len(cfg.tasks)} pairs", control),
+            ("prompting probe", f"{prompted} runs", prompted * args.prompt_s),
+            ("BLiMP dev (`blimp=`)", f"{scorings} scorings", scorings * args.blimp_s)]
+    print(f"bert pretrains at {bert_rate:.3g} FLOP/s ({record['machine'].get('cpu')}, "
+          f"{Path(args.bert_record).name}); two jobs share the two cores\n")
+    print("| stage | what | core-hours | hours on 2 cores |\n|---|---|---|---|")
+    for what, n, s in rows:
+        print(f"| {what} | {n} | {s / 3600:.1f} | {s / 7200:.1f} |")
+    total = sum(s for *_, s in rows)
+    print(f"| total | | {total / 3600:.1f} | **{total / 7200:.1f}** |")
+    print(f"\nwithout BLiMP dev: {(total - rows[-1][2]) / 7200:.1f} hours on 2 cores")
+    print("minutes of a core per pretraining run: " + ", ".join(f"{n} {m:.1f}" for n, m in minutes.items()))
+
+
+if __name__ == "__main__":
+    main()
