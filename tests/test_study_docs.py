@@ -18,8 +18,9 @@ def test_readme_verdict_tables_are_generated_from_their_reports():
     blocks = []
     for readme in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
         blocks += re.findall(r"<!-- verdicts: (\S+) -->\n(.*?)<!-- /verdicts -->", readme.read_text(), re.S)
-    assert sorted(folder for folder, _ in blocks) == ["docs/studies/claims-deep", "docs/studies/claims-deep-all",
-                                                      "docs/studies/claims-deep-all"]
+    folders = [folder for folder, _ in blocks]
+    assert {"docs/studies/claims-deep", "docs/studies/claims-deep-all"} <= set(folders)
+    assert folders.count("docs/studies/claims-deep-all") == 2  # results.md and its own README
     for folder, table in blocks:
         results = StudyResults.from_json(json.loads((ROOT / folder / "report.json").read_text()))
         assert table.rstrip("\n").split("\n") == verdict_table(claims_of(results.config, results)), folder
