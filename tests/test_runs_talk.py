@@ -31,8 +31,11 @@ class Running:
 
     def __init__(self, *args: str):
         env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+        # SIGINT as a terminal's Ctrl-C finds it: a shell that starts pytest in the background without
+        # job control (nohup ... &) leaves it ignored, and an ignored SIGINT is inherited.
         self.proc = subprocess.Popen([sys.executable, "-m", "encoderlab", *args], cwd=ROOT, env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.err: list[str] = []
         self.reader = threading.Thread(target=lambda: self.err.extend(iter(self.proc.stderr.readline, "")))
         self.reader.start()
