@@ -25,14 +25,13 @@ from pathlib import Path
 
 import torch
 
-from encoderlab.models.presets import preset
 from encoderlab.study.cli import load_study
 from encoderlab.study.config import StudyConfig, VariantSpec
-from encoderlab.study.plan import _FT_FIXED_SHARE, family_model, plan
+from encoderlab.study.plan import family_model, pair_cost_share, plan
 from encoderlab.study.speed import training_speed
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import InitConfig
-from encoderlab.train.flops import encoder_flops, planned_step_flops
+from encoderlab.train.flops import planned_step_flops
 from encoderlab.train.init import resolve_model
 
 
@@ -42,7 +41,7 @@ def measure_rates(cfg: StudyConfig, out: Path, rounds: int) -> dict[str, float]:
     if data is None:
         raise SystemExit(f"{out}/stages.json has no data stage: run the study's data stage there first")
     torch.set_num_threads(1)
-    recipes = {n: r for n, r in plan(cfg.replace(pretrain_seeds=1), data, out / "cost-probe").items()}
+    recipes = plan(cfg.replace(pretrain_seeds=1), data, out / "cost-probe")
     speed = training_speed(recipes, rounds=rounds)
     out_rates = {}
     for name, r in recipes.items():
@@ -54,10 +53,8 @@ def measure_rates(cfg: StudyConfig, out: Path, rounds: int) -> dict[str, float]:
 
 
 def pair_weight(cfg: StudyConfig, v: VariantSpec) -> float:
-    """A pair's cost relative to a bert-tiny-shaped one's share split (study/plan.finetune_weight)."""
-    enc = resolve_model(family_model(cfg.base.model, v.model), InitConfig(), cfg.vocab_size).encoder
-    ratio = encoder_flops(enc, 1, 128) / encoder_flops(preset("bert-tiny").encoder, 1, 128)
-    return _FT_FIXED_SHARE + (1 - _FT_FIXED_SHARE) * ratio
+    """A pair's cost relative to a bert-tiny-shaped one's (the study's ETA split, plan.pair_cost_share)."""
+    return pair_cost_share(resolve_model(family_model(cfg.base.model, v.model), InitConfig(), cfg.vocab_size).encoder)
 
 
 def main() -> None:

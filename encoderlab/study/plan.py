@@ -198,10 +198,15 @@ def finetune_weight(cfg: StudyConfig, recipe: PretrainConfig) -> float:
     one overall rate then absorbs the difference as pairs finish, for the rest of the study too."""
 
     enc = resolve_model(recipe.model, recipe.init, cfg.vocab_size).encoder
-    ratio = encoder_flops(enc, 1, 128) / encoder_flops(preset("bert-tiny").encoder, 1, 128)
     examples = cfg.seeds * (cfg.finetune.epochs or 3) * (cfg.finetune.max_train_examples or 4000)
-    return (_FT_REF_UNITS * (_FT_FIXED_SHARE + (1 - _FT_FIXED_SHARE) * ratio) * examples / _FT_REF_EXAMPLES
-            * _FT_REF_BUDGET / cfg.budget_flops)
+    return _FT_REF_UNITS * pair_cost_share(enc) * examples / _FT_REF_EXAMPLES * _FT_REF_BUDGET / cfg.budget_flops
+
+
+def pair_cost_share(encoder) -> float:
+    """A fine-tuning pair's cost relative to one of bert-tiny's shape: the fixed share plus the share
+    that grows with the encoder's FLOPs per example."""
+    ratio = encoder_flops(encoder, 1, 128) / encoder_flops(preset("bert-tiny").encoder, 1, 128)
+    return _FT_FIXED_SHARE + (1 - _FT_FIXED_SHARE) * ratio
 
 
 def measure_weight(cfg: StudyConfig) -> float:
