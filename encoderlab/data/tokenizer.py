@@ -208,13 +208,15 @@ class Tokenizer:
     def encode_input(self, a: str, b: str | None = None, max_length: int = 512) -> Encoded:
         return self.encode_inputs([a], [b] if b is not None else None, max_length)[0]
 
-    def word_id(self, word: str) -> int:
-        """The id of a word that must be a single token (a verbalizer's label word)."""
+    def word_pieces(self, word: str) -> list[int]:
+        """The piece ids of a word (a verbalizer's label word): one or more, none of them [UNK] or special."""
         e = self.tok.encode(word, add_special_tokens=False)
-        if len(e.ids) != 1:
-            raise ValueError(f"label word {word!r} is {len(e.ids)} tokens {e.tokens} in {self.source}; "
-                             "choose words that are one token each")
-        return e.ids[0]
+        if not e.ids:
+            raise ValueError(f"label word {word!r} is no tokens at all in {self.source}: choose a word with letters")
+        if any(i in self.special_ids for i in e.ids):
+            raise ValueError(f"label word {word!r} is {e.tokens} in {self.source}: a special or unknown token "
+                             "cannot be scored as a word; choose a word the vocabulary spells")
+        return list(e.ids)
 
     def word_start_table(self) -> np.ndarray:
         """(V,) bool: does token i begin a word? WordPiece: not a ``##`` piece; Unigram: starts with ▁."""

@@ -1,20 +1,27 @@
 """Prompt-based zero- and few-shot classification (PET / LM-BFF style, and its ELECTRA variant).
 
 A template such as ``"{a} It was [MASK] ."`` turns an example into a cloze; a verbalizer maps each
-label to one label word (one token). Two scorers:
+label to one label word. A label word may be several pieces of the tokenizer ("terrible" is 'ter',
+'##rib', '##le' in an 8,192-piece WordPiece vocabulary): the [MASK] slot then takes as many tokens as
+the word has pieces, and every piece is scored. Two scorers:
 
-- MLM (BERT, ALBERT, an ELECTRA generator): the label whose word has the highest MLM logit at the
-  mask. Few-shot: fine-tune the whole MLM on the k-shot set with cross-entropy over the label
-  words' logits at the mask (LM-BFF's prompt-based fine-tuning).
-- Discriminator (ELECTRA; Xia et al. 2022, "Prompting ELECTRA"): put each label word into the
-  mask slot and pick the one the discriminator finds least likely to be replaced. Few-shot: train
-  the discriminator with binary cross-entropy, the right word labelled original, the others replaced.
+- MLM (BERT, ALBERT, an ELECTRA generator, GPT-BERT's head read at t - 1): a label's score is the mean
+  log-probability of its word's pieces, each at its own [MASK] with all of the word's pieces masked
+  at once (one forward per piece count). The mean, not the sum, so that a word's length does not
+  decide the label; for words of one piece this is the word's MLM logit less one shared constant, so
+  the prediction and the few-shot loss are those of the single-token scorer. Few-shot: fine-tune the
+  whole MLM on the k-shot set with cross-entropy over the labels' scores (LM-BFF's prompt-based
+  fine-tuning).
+- Discriminator (ELECTRA; Xia et al. 2022, "Prompting ELECTRA"): put each label word's pieces into
+  the slot and pick the word the discriminator finds least likely to be replaced, by its
+  "replaced" logit averaged over the word's pieces. Few-shot: train the discriminator with binary
+  cross-entropy on those averaged logits, the right word labelled original, the others replaced.
 
 k-shot sets have k examples per class (LM-BFF's convention), sampled from the train split with
 the seed; each seed draws a new set and a new training order. Accuracy is reported per seed with
 the median and spread.
 
-Shape letters: B batch, T length, C labels, V vocabulary.
+Shape letters: B batch, T length, C labels, V vocabulary, L a label word's pieces.
 """
 
 from __future__ import annotations
@@ -46,14 +53,20 @@ from encoderlab.tune.results import spread, versions
 
 @dataclass
 class Prompt:
-    ids: list[int]
+    ids: list[int]  # with one [MASK] at mask_pos: the label word's slot
     mask_pos: int
 
+    def filled(self, fill: list[int]) -> list[int]:
+        """The ids with the slot's one [MASK] replaced by ``fill`` (a word's pieces, or as many [MASK])."""
+        return self.ids[: self.mask_pos] + list(fill) + self.ids[self.mask_pos + 1 :]
 
-def build_prompts(tok: Tokenizer, template: str, examples: list[Example], max_length: int) -> list[Prompt]:
+
+def build_prompts(tok: Tokenizer, template: str, examples: list[Example], max_length: int,
+                  slot: int = 1) -> list[Prompt]:
     """[CLS] template-with-texts [SEP]; texts (not the template) are truncated, longest first, so that
-    every occurrence of {a} and {b} fits. A template with no or several [MASK], or one that does not
-    fit in max_length with its texts empty, is refused (ConfigError, naming the template)."""
+    every occurrence of {a} and {b} fits with ``slot`` tokens in the [MASK] slot (the longest label
+    word's pieces). A template with no or several [MASK], or one that does not fit in max_length with
+    its texts empty, is refused (ConfigError, naming the template)."""
     n_mask = template.count("[MASK]")
     if n_mask != 1:
         raise ConfigError(f"template {template!r} has {n_mask} [MASK]: a prompt needs exactly one "
@@ -65,10 +78,11 @@ def build_prompts(tok: Tokenizer, template: str, examples: list[Example], max_le
     a_ids = tok.encode_batch([x.text_a for x in examples])
     has_b = "{b}" in template
     b_ids = tok.encode_batch([x.text_b or "" for x in examples])
-    fixed = 2 + 1 + sum(len(literal[p]) for p in parts if p in literal)  # [CLS] [SEP] [MASK] and every literal
+    fixed = 2 + slot + sum(len(literal[p]) for p in parts if p in literal)  # [CLS] [SEP], the slot, every literal
     n_a, n_b = parts.count("{a}"), parts.count("{b}")  # a text repeated in the template costs each time
     if fixed > max_length or (fixed == max_length and n_a + n_b):
-        raise ConfigError(f"template {template!r} takes {fixed} tokens with [CLS], [SEP] and [MASK], leaving "
+        raise ConfigError(f"template {template!r} takes {fixed} tokens with [CLS], [SEP] and {slot} in the [MASK] "
+                          f"slot (the longest label word's pieces), leaving "
                           f"no room for its texts within max_length={max_length}: shorten it or raise max_length")
     out = []
     for a, b in zip(a_ids, b_ids):
@@ -87,32 +101,37 @@ def build_prompts(tok: Tokenizer, template: str, examples: list[Example], max_le
     return out
 
 
-def _batch(prompts: list[Prompt], pad_id: int, word: torch.Tensor | None = None):
-    """Collated batch; with ``word`` (B,), that token is written into each mask slot."""
-    enc = [Encoded(p.ids, [0] * len(p.ids), [], []) for p in prompts]
-    batch = collate(enc, pad_id)
-    pos = torch.tensor([p.mask_pos for p in prompts])
-    if word is not None:
-        batch["input_ids"][torch.arange(len(prompts)), pos] = word
-    return batch, pos
+def _filled_batch(prompts: list[Prompt], pad_id: int, fill: list[int]):
+    """Collated batch of the prompts with ``fill`` in the slot, and the (B, L) positions it took."""
+    enc = [Encoded(ids, [0] * len(ids), [], []) for ids in (p.filled(fill) for p in prompts)]
+    pos = torch.tensor([p.mask_pos for p in prompts])[:, None] + torch.arange(len(fill))  # (B, L)
+    return collate(enc, pad_id), pos
 
 
-def label_scores(net: nn.Module, method: str, prompts: list[Prompt], words: torch.Tensor, pad_id: int,
+def label_scores(net: nn.Module, method: str, prompts: list[Prompt], words: list[list[int]], pad_id: int,
                  precision: str) -> torch.Tensor:
-    """(B, C) scores, higher = more likely label. MLM: logits of the label words at the mask.
-    Discriminator: -logit(replaced) of each label word placed in the slot."""
+    """(B, C) scores, higher = more likely label; ``words``: each label word's piece ids. MLM: the mean
+    log-probability of a word's pieces at its [MASK]s. Discriminator: -logit(replaced), averaged over
+    the pieces of each label word placed in the slot."""
+    B, rows = len(prompts), torch.arange(len(prompts))[:, None]  # rows: (B, 1)
+    cols: list[torch.Tensor | None] = [None] * len(words)
     if method == "mlm":
-        batch, pos = _batch(prompts, pad_id)
-        T = batch["input_ids"].shape[1]
-        with autocast(precision, "cpu"):
-            logits = net(**batch, positions=torch.arange(len(prompts)) * T + pos).logits  # (B, V)
-        return logits.float()[:, words]  # (B, C)
-    cols = []
-    for w in words:
-        batch, pos = _batch(prompts, pad_id, w.expand(len(prompts)))
+        mask_id = prompts[0].ids[prompts[0].mask_pos]
+        for L in sorted({len(w) for w in words}):  # one forward per piece count, the word's pieces all masked
+            batch, pos = _filled_batch(prompts, pad_id, [mask_id] * L)
+            T = batch["input_ids"].shape[1]
+            with autocast(precision, "cpu"):
+                logits = net(**batch, positions=(rows * T + pos).reshape(-1)).logits  # (B * L, V)
+            logp = logits.float().log_softmax(-1).view(B, L, -1)  # (B, L, V)
+            for c, w in enumerate(words):
+                if len(w) == L:
+                    cols[c] = logp[:, torch.arange(L), torch.tensor(w)].mean(1)  # (B,)
+        return torch.stack(cols, 1)  # (B, C)
+    for c, w in enumerate(words):
+        batch, pos = _filled_batch(prompts, pad_id, w)
         with autocast(precision, "cpu"):
             logits = net(**batch)  # (B, T)
-        cols.append(-logits.float()[torch.arange(len(prompts)), pos])
+        cols[c] = -logits.float().gather(1, pos).mean(1)  # (B,)
     return torch.stack(cols, 1)  # (B, C)
 
 
@@ -193,9 +212,10 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
     data = load_task(spec, data_dir)
     if len(verbalizer) != len(data.labels):
         raise ValueError(f"{len(verbalizer)} label words {list(verbalizer)} for labels {list(data.labels)}")
-    words = torch.tensor([tok.word_id(w) for w in verbalizer])
+    words = [tok.word_pieces(w) for w in verbalizer]
+    slot = max(len(w) for w in words)
     evals = {s: exs[: cfg.max_eval_examples] if cfg.max_eval_examples else exs for s, exs in data.evals.items()}
-    eval_prompts = {s: build_prompts(tok, template, exs, cfg.max_length) for s, exs in evals.items()}
+    eval_prompts = {s: build_prompts(tok, template, exs, cfg.max_length, slot) for s, exs in evals.items()}
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if k == 0:
         seed_list = seed_list[:1]  # zero-shot is deterministic
@@ -205,7 +225,7 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
         if k > 0:
             shots = sample_k_shot(data.train, k, len(data.labels), seed)
             net = copy.deepcopy(base)
-            losses = prompt_train(net, method, build_prompts(tok, template, shots, cfg.max_length),
+            losses = prompt_train(net, method, build_prompts(tok, template, shots, cfg.max_length, slot),
                                   [e.label for e in shots], words, tok.pad_id, cfg, seed, precision.precision)
         scores = {}
         for s, prompts in eval_prompts.items():
@@ -218,6 +238,7 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
     summary = {n: spread([r["scores"][n] for r in runs]) for n in runs[0]["scores"]}
     return {"task": spec.name, "model": str(model_dir) if not isinstance(model_dir, nn.Module) else "<in-memory>",
             "method": method, "k": k, "template": template, "verbalizer": list(verbalizer),
+            "label_pieces": {w: [tok.id_to_token(i) for i in ids] for w, ids in zip(verbalizer, words)},
             "config": cfg.to_dict(), "precision": precision.precision, "precision_reason": precision.reason,
             "seeds": runs, "summary": summary, "versions": versions(),
             "num_eval": {s: len(v) for s, v in evals.items()}}

@@ -1,9 +1,11 @@
 """The prompting probe (issue 36, claim 17): every variant's final checkpoints prompted zero- and
 few-shot on the study's prompt tasks (StudyConfig.prompt_tasks) with eval/prompting.py.
 
-An ELECTRA pair is prompted through its discriminator (each label word put in the [MASK] slot, the
-one least likely "replaced" wins), every other variant through its MLM (the label word's logit at
-[MASK]; GPT-BERT's head reads it at t - 1, as it was trained). A causal-only variant (objective kind
+An ELECTRA pair is prompted through its discriminator (each label word's pieces put in the [MASK]
+slot, the word least likely "replaced" on average over its pieces wins), every other variant through
+its MLM (the mean log-probability of the word's pieces, each at its own [MASK]; GPT-BERT's head reads
+a position's token at t - 1, as it was trained). Label words may be several pieces of a small
+vocabulary (eval/prompting.py). A causal-only variant (objective kind
 clm) is left out: its head predicts the token after a position, not the one at [MASK], so its
 "MLM" score would measure a network it does not have.
 
