@@ -19,13 +19,12 @@ STUDY = Path(__file__).resolve().parents[1] / "docs" / "studies" / "claims-arms"
 
 def test_the_arms_study_loads_with_the_claims_studys_recipe_family_budget_and_seeds():
     arms, claims = StudyConfig.from_yaml(STUDY), load_study("claims")
-    assert [v.name for v in arms.variants] == ["bert", "electra", "gpt-bert"]
+    assert [v.name for v in arms.variants] == ["bert", "electra", "gpt-bert", "clm-then-mlm", "clm"]
     kinds = {v.name: v.objective.kind for v in arms.variants}
-    assert kinds == {"bert": "mlm", "electra": "rtd", "gpt-bert": "gptbert"}
+    assert kinds == {"bert": "mlm", "electra": "rtd", "gpt-bert": "gptbert", "clm-then-mlm": "clm_then_mlm",
+                     "clm": "clm"}
     theirs = {v.name: v for v in claims.variants}
     assert all(v == theirs[v.name] for v in arms.variants)  # the built-in study's, copied as they are
-    # claim 16's arm and the causal control are in the built-in study
-    assert (theirs["clm-then-mlm"].objective.kind, theirs["clm"].objective.kind) == ("clm_then_mlm", "clm")
     for field in ("base", "budget_flops", "pretrain_seeds", "seeds", "short_seq_fraction", "eval_fractions",
                   "finetune_fractions", "finetune", "vocab_size", "out_dir", "finetune_lrs", "prompt_tasks",
                   "prompt_shots", "prompt_seeds", "prompt", "tasks"):
@@ -65,4 +64,4 @@ def test_every_arms_run_is_the_claims_studys_so_its_stages_are_reused(stand_in_s
     arms, claims = StudyConfig.from_yaml(STUDY), load_study("claims")
     ours = {n: recipe_fingerprint(r) for n, r in plan(arms, data, Path(arms.out_dir)).items()}
     theirs = {n: recipe_fingerprint(r) for n, r in plan(claims, data, Path(claims.out_dir)).items()}
-    assert len(ours) == 9 and all(ours[n] == theirs[n] for n in ours)  # three variants, three seeds each
+    assert len(ours) == 15 and all(ours[n] == theirs[n] for n in ours)  # five variants, three seeds each
