@@ -188,7 +188,12 @@ def accuracy_sums(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Te
 
 
 def hit_sums(predicted: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return ratio((predicted == targets).sum(), torch.tensor(float(targets.numel()), device=targets.device))
+    return hits(predicted == targets)
+
+
+def hits(hit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An accuracy metric from (M,) bool hits: (hits, M)."""
+    return ratio(hit.sum(), torch.tensor(float(hit.numel()), device=hit.device))
 
 
 def with_defaults(cfg: ObjectiveConfig, mask_token_id: int, special_token_ids: tuple[int, ...]) -> ObjectiveConfig:

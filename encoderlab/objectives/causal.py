@@ -32,11 +32,12 @@ from encoderlab.objectives.base import (
     Objective,
     ObjectiveConfig,
     ObjectiveOutput,
-    accuracy_sums,
+    hits,
     mask_batch,
     mean_metric,
 )
-from encoderlab.objectives.mlm import MLMObjective, mlm_loss
+from encoderlab.objectives.mlm import MLMObjective
+from encoderlab.objectives.token_ce import token_nll
 
 
 def attention_masks(attention_mask: torch.Tensor, causal_rows: torch.Tensor,
@@ -88,8 +89,9 @@ def causal_pass(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, di
     positions = next_token_positions(ids, am, rows, seq)  # (P,)
     targets = ids.view(-1).index_select(0, positions + 1)  # (P,)
     logits = model(ids, attention_masks(am, rows, seq), tt, positions=head_positions(model, positions)).logits  # (P, V)
-    loss, logp = mlm_loss(logits, targets)
-    return loss, {"clm_loss": mean_metric(loss), "clm_accuracy": accuracy_sums(logp, targets)}, positions.numel()
+    nll, hit = token_nll(logits, targets)  # (P,), (P,)
+    loss = nll.sum() / max(targets.numel(), 1)
+    return loss, {"clm_loss": mean_metric(loss), "clm_accuracy": hits(hit)}, positions.numel()
 
 
 class GPTBERTObjective(Objective):
@@ -138,17 +140,16 @@ class GPTBERTObjective(Objective):
         masks = attention_masks(am, causal, seq)
         logits = model(inputs, masks, tt, positions=head_positions(model, positions)).logits  # (P + M, V)
         targets = torch.cat([c_targets, m_targets])  # (P + M,)
-        _, logp = mlm_loss(logits, targets)
-        nll = -logp.gather(1, targets[:, None]).squeeze(1)  # (P + M,) one log-softmax serves all three means
+        nll, hit = token_nll(logits, targets)  # (P + M,) one pass over the logits serves all three means
         loss = nll.sum() / max(targets.numel(), 1)
         P = c_pos.numel()
         metrics = {}
         if P:
             metrics["clm_loss"] = mean_metric(nll[:P].mean())
-            metrics["clm_accuracy"] = accuracy_sums(logp[:P], c_targets)
+            metrics["clm_accuracy"] = hits(hit[:P])
         if m_targets.numel():
             metrics["mlm_loss"] = mean_metric(nll[P:].mean())
-            metrics["mlm_accuracy"] = accuracy_sums(logp[P:], m_targets)
+            metrics["mlm_accuracy"] = hits(hit[P:])
         return loss, metrics, positions.numel()
 
 

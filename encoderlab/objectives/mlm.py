@@ -15,18 +15,12 @@ from encoderlab.objectives.base import (
     ObjectiveConfig,
     ObjectiveOutput,
     accuracy_sums,
+    hits,
     mask_batch,
     mean_metric,
 )
 from encoderlab.objectives.proposal import MaskProposal
-
-
-def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean cross-entropy over the M positions, the (M, V) fp32 log-probabilities); the loss is 0
-    (not NaN) when M == 0. The log-probabilities are returned so that accuracy and sampling reuse
-    the one fp32 copy: on a CPU each pass over an (M, 30522) bf16 tensor costs as much as a layer."""
-    logp = F.log_softmax(logits.float(), dim=-1)  # (M, V)
-    return F.nll_loss(logp, targets, reduction="sum") / max(targets.numel(), 1), logp
+from encoderlab.objectives.token_ce import token_nll
 
 
 class MLMObjective(Objective):
@@ -55,12 +49,12 @@ class MLMObjective(Objective):
             inclusion = proposal_inclusion(self.proposal.scores(ids, vocab), maskable, self.cfg.masking)
         m = mask_batch(batch, self.cfg, vocab, generator, inclusion)
         out = model(m.input_ids, am, tt, positions=m.positions)
-        loss, logp = mlm_loss(out.logits, m.targets)  # logits (M, V)
-        metrics = {"mlm_loss": mean_metric(loss), "mlm_accuracy": accuracy_sums(logp, m.targets)}
+        token_loss, hit = token_nll(out.logits, m.targets)  # logits (M, V); (M,), (M,)
+        loss = token_loss.sum() / max(m.targets.numel(), 1)
+        metrics = {"mlm_loss": mean_metric(loss), "mlm_accuracy": hits(hit)}
         if inclusion is not None:
             # Horvitz-Thompson: sum over masked of loss / pi, over the maskable count: in expectation
             # the mean loss over all maskable tokens, which is what uniform masking estimates.
-            token_loss = -logp.gather(1, m.targets[:, None]).squeeze(1)  # (M,)
             pi = inclusion.reshape(-1).index_select(0, m.positions)  # (M,)
             loss = (token_loss / pi).sum() / maskable.sum().clamp(min=1)
             metrics["mlm_loss_weighted"] = mean_metric(loss)

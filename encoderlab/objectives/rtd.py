@@ -31,13 +31,13 @@ from encoderlab.objectives.base import (
     Objective,
     ObjectiveConfig,
     ObjectiveOutput,
-    accuracy_sums,
     hit_sums,
+    hits,
     mask_batch,
     mean_metric,
     ratio,
 )
-from encoderlab.objectives.mlm import mlm_loss
+from encoderlab.objectives.token_ce import block_rows, token_nll
 
 
 def sample_replacements(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
@@ -48,15 +48,20 @@ def sample_replacements(logits: torch.Tensor, temperature: float, generator: tor
     trick draws M x V uniforms and takes two logs of each; on a CPU that costs several times more
     than the generator's sparse MLM head it samples from (benchmarks/train_step.py). The weights
     are left unnormalized (the uniform is scaled by the row's total instead), saving a pass."""
-    x = logits.float()
-    if temperature != 1.0:
-        x = x / temperature
-    weights = (x - x.amax(-1, keepdim=True)).exp_()  # (M, V), largest weight 1 in each row
-    cdf = weights.cumsum_(-1)  # (M, V), in place: the weights are not needed again
-    u = torch.rand(cdf.shape[0], 1, generator=generator, device=logits.device, dtype=torch.float32)
-    u = u * cdf[:, -1:]  # the row's total, not 1: rounding in the cumsum never selects past the end
-    # right=True: the first index whose cdf exceeds u, so zero-probability tokens are never drawn
-    return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.shape[1] - 1).squeeze(1)  # (M,)
+    M, V = logits.shape
+    u_all = torch.rand(M, 1, generator=generator, device=logits.device, dtype=torch.float32)  # (M, 1)
+    out = torch.empty(M, dtype=torch.long, device=logits.device)
+    step = block_rows(logits)  # a block of rows at a time, in cache (objectives/token_ce.py); each row alone
+    for i in range(0, M, step):
+        x = logits[i : i + step].float()  # (b, V)
+        if temperature != 1.0:
+            x = x / temperature
+        weights = (x - x.amax(-1, keepdim=True)).exp_()  # (b, V), largest weight 1 in each row
+        cdf = weights.cumsum_(-1)  # (b, V), in place: the weights are not needed again
+        u = u_all[i : i + step] * cdf[:, -1:]  # the row's total, not 1: rounding never selects past the end
+        # right=True: the first index whose cdf exceeds u, so zero-probability tokens are never drawn
+        out[i : i + step] = torch.searchsorted(cdf, u, right=True).clamp_(max=V - 1).squeeze(1)
+    return out  # (M,)
 
 
 class RTDObjective(Objective):
@@ -86,24 +91,23 @@ class RTDObjective(Objective):
         stage = self.cfg.rtd_stage(step)
         metrics: dict = {}
         loss = torch.zeros((), device=ids.device)
-        # g_scores: what the replacements are sampled from, the generator's (M, V) logits or, once
-        # the loss has made them, its fp32 log-probabilities (the same softmax, one pass fewer)
         if stage == "discriminator":  # frozen generator: sampling only
             with torch.no_grad():
-                g_scores = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
+                g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
         else:
             g_logits = model.generator(m.input_ids, am, tt, positions=m.positions).logits  # (M, V)
-            g_loss, g_scores = mlm_loss(g_logits, m.targets)
+            g_nll, g_hit = token_nll(g_logits, m.targets)  # (M,), (M,)
+            g_loss = g_nll.sum() / max(m.targets.numel(), 1)
             loss = loss + g_loss
             metrics["gen_loss"] = mean_metric(g_loss)
-            metrics["gen_accuracy"] = accuracy_sums(g_scores, m.targets)
+            metrics["gen_accuracy"] = hits(g_hit)
         M = m.positions.numel()
         out = ObjectiveOutput(loss=loss, metrics=metrics, num_masked=M, tokens=ids.numel())
         if stage == "generator":
             metrics["loss"] = mean_metric(loss)
             return out
         with torch.no_grad():
-            sampled = sample_replacements(g_scores.detach(), cfg.temperature, generator)  # (M,)
+            sampled = sample_replacements(g_logits.detach(), cfg.temperature, generator)  # (M,)
         replaced = ids.clone()
         replaced.view(-1)[m.positions] = sampled  # (B, T)
         is_replaced = replaced != ids  # (B, T): a sample equal to the original is "original"
@@ -150,25 +154,26 @@ class RTDObjective(Objective):
         targets = ids.view(-1).index_select(0, where)
         out = model.mlm(replaced, am, tt, positions=where)
         if model.copy_gate is None:
-            loss, logp = mlm_loss(out.logits, targets)  # (M or N, V)
-            predicted = logp.argmax(-1)
+            nll, hit = token_nll(out.logits, targets)  # (M or N,)
+            loss = nll.sum() / max(targets.numel(), 1)
         else:
             hidden = out.hidden.reshape(-1, out.hidden.shape[-1]).index_select(0, where)  # (N, H)
             gate = model.copy_gate(hidden).squeeze(1)  # (N,) copy logits
             inputs = replaced.view(-1).index_select(0, where)  # (N,)
             loss, predicted, copy, softmax_predicted = copy_mixture(out.logits, gate, inputs, targets)
+            hit = predicted == targets
             swapped = inputs != targets  # (N,) where copying is wrong: the gate should learn to close there
             metrics["copy_probability"] = ratio(copy.sum(), torch.tensor(float(copy.numel()), device=ids.device))
             metrics["copy_probability_replaced"] = ratio(copy[swapped].sum(), swapped.sum())
         metrics["mlm_loss"] = mean_metric(loss)
-        metrics["mlm_accuracy"] = hit_sums(predicted, targets)
+        metrics["mlm_accuracy"] = hits(hit)
         if self.cfg.variant == "all_tokens_mlm":
             # Over every token the accuracy counts copies of unreplaced inputs; at the masked
             # positions alone it is Replace-MLM's measure, the one a plateau is read from.
             masked = torch.zeros(ids.numel(), dtype=torch.bool, device=ids.device)
             masked[positions] = True
             at = masked[where]  # (N,) which predicted rows are masked positions
-            metrics["mlm_masked_accuracy"] = hit_sums(predicted[at], targets[at])
+            metrics["mlm_masked_accuracy"] = hits(hit[at])
             if model.copy_gate is not None:  # what the softmax knows of the originals, the gate aside
                 metrics["mlm_masked_softmax_accuracy"] = hit_sums(softmax_predicted[at], targets[at])
         return loss, where.numel()
