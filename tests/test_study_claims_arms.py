@@ -97,10 +97,11 @@ def test_claim_16_is_directional_with_the_causal_only_control_beside_it():
     assert causal_then_masked(_judge(clm_then_mlm=_variant("clm-then-mlm", 0.7)), ROLES).verdict == "not run"
 
 
-def _prompt(method: str, zero: list[float], few: list[list[float]] | None = None) -> dict:
-    rec = {"k=0": {"method": method, "per_run": [[x] for x in zero]}}
+def _prompt(method: str, zero: list[float], few: list[list[float]] | None = None, majority: float | None = 0.5,
+            n: int = 872) -> dict:
+    rec = {"k=0": {"method": method, "per_run": [[x] for x in zero], "majority": majority, "num_eval": {"dev": n}}}
     if few:
-        rec["k=16"] = {"method": method, "per_run": few}
+        rec["k=16"] = {"method": method, "per_run": few, "majority": majority, "num_eval": {"dev": n}}
     return {t: rec for t in TASKS}
 
 
@@ -122,6 +123,27 @@ def test_claim_17_compares_zero_shot_prompting_over_pretraining_runs():
     assert discriminator_prompting(_judge(bert=_variant("bert", 0.7), electra=_variant("electra", 0.7)),
                                    ROLES).verdict == "not run"
     assert prompt_scores(_prompt("mlm", [0.5]), 0, "discriminator") == {}
+
+
+def test_claim_17_leaves_out_tasks_where_no_prompted_variant_beats_the_majority_class():
+    """Both models near one label's share: no signal, so no comparison, however steady the runs are
+    (their spread alone would call a one-point label bias significant; the eval split's binomial
+    error at n = 872 is ~1.7 points). One model clearly above the majority: the task enters."""
+    steady = dict(majority=0.509, n=872)
+    at_majority = _judge(bert=_variant("bert", 0.7, prompt=_prompt("mlm", [0.520, 0.521, 0.519], **steady)),
+                         electra=_variant("electra", 0.7, prompt=_prompt("discriminator", [0.491] * 3, **steady)))
+    c = discriminator_prompting(at_majority, ROLES)
+    assert c.verdict == "inconclusive" and c.comparisons[0].estimate is None
+    assert "zero-shot, no signal" in c.note and all(t in c.note for t in TASKS)
+    assert c.numbers[f"{TASKS[0]} zero-shot: electra / bert / majority class"] == "0.491 / 0.520 / 0.509"
+    above = _judge(bert=_variant("bert", 0.7, prompt=_prompt("mlm", [0.62, 0.61, 0.63], **steady)),
+                   electra=_variant("electra", 0.7, prompt=_prompt("discriminator", [0.491] * 3, **steady)))
+    c = discriminator_prompting(above, ROLES)
+    assert c.verdict == "does not hold" and "no signal" not in c.note
+    # records without a majority class (stages written before it was kept) enter as before
+    old = _judge(bert=_variant("bert", 0.7, prompt=_prompt("mlm", [0.520, 0.521, 0.519], majority=None)),
+                 electra=_variant("electra", 0.7, prompt=_prompt("discriminator", [0.491, 0.49, 0.492], majority=None)))
+    assert discriminator_prompting(old, ROLES).comparisons[0].estimate is not None
 
 
 def test_every_arm_claim_is_not_run_without_its_variants_and_numbers_them_15_to_17():

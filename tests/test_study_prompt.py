@@ -135,7 +135,14 @@ def test_claim_17_gives_a_verdict_on_the_probes_results(probed):
     c = discriminator_prompting(Judge(variants, margin=0.01, draws=200), ClaimRoles())
     assert c.verdict != "not run"
     assert [x.label.rsplit(", ", 1)[1] for x in c.comparisons] == ["zero-shot", "4-shot"]
-    assert "electra discriminator, k=0" in c.numbers and "bert MLM, k=4" in c.numbers
+    # the toy's dev split: its majority class beside each model's zero-shot accuracy
+    row = next(x for n, x in c.numbers.items() if n.endswith("zero-shot: electra / bert / majority class"))
+    assert float(row.split(" / ")[2]) == pytest.approx(0.625)
+    # a comparison has an estimate exactly when its task carried signal at that k (the note says which not)
+    silent = {part.split(", no signal")[0] for part in c.note.split("; ") if ", no signal" in part}
+    for cmp in c.comparisons:
+        shots = cmp.label.rsplit(", ", 1)[1]  # "zero-shot" or "4-shot", as the note names them
+        assert (cmp.estimate is None) == (shots in silent)
 
 
 @pytest.mark.parametrize("more, match", [

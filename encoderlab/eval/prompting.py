@@ -241,5 +241,8 @@ def prompt_classify(model_dir, task: str | TaskSpec, config: PromptConfig | None
             "label_pieces": {w: [tok.id_to_token(i) for i in ids] for w, ids in zip(verbalizer, words)},
             "config": cfg.to_dict(), "precision": precision.precision, "precision_reason": precision.reason,
             "seeds": runs, "summary": summary, "versions": versions(),
-            "num_eval": {s: len(v) for s, v in evals.items()}}
+            "num_eval": {s: len(v) for s, v in evals.items()},
+            # the accuracy of always answering the split's most common label: what a prompt must beat
+            "majority": {s: float(np.bincount([e.label for e in v]).max() / len(v)) if v else None
+                         for s, v in evals.items()}}
 

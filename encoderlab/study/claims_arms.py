@@ -6,7 +6,10 @@ pretraining runs by few-shot seeds, which is what a fine-tuning's scores are.
 15: GPT-BERT (kind gptbert) against BERT (kind mlm) as an encoder, a claim of matching (at_least).
 16: CLM then MLM (kind clm_then_mlm) against BERT, directional; the clm control beside it.
 17: ELECTRA's discriminator against BERT's MLM as a zero-shot prompt learner (eval/prompting.py's
-    discriminator and mlm methods), directional; few-shot comparisons beside it.
+    discriminator and mlm methods), directional; few-shot comparisons beside it. A prompt task enters
+    a comparison at k shots only when some prompted variant beats the task's majority class there
+    (prompt_signal): between two models that both answer one label, the difference is the labels'
+    balance, not prompting.
 
 The arms' variant names are ArmRoles' (docs/studies/claims-arms/study.yaml uses the defaults); bert and
 electra are the study's ClaimRoles. claims.evaluate_claims runs them after claims 1-14.
@@ -116,7 +119,17 @@ def discriminator_prompting(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> C
         return c
     notes = []
     for k in shots:
+        signal = prompt_signal(j, k, r)
         a_scores, b_scores = prompt_scores(e, k, "discriminator"), prompt_scores(b, k, "mlm")
+        silent = sorted(t for t in set(a_scores) & set(b_scores) if not signal.get(t, (True, ""))[0])
+        if k == 0:
+            for t in sorted(set(a_scores) & set(b_scores)):
+                c.numbers[f"{t} zero-shot: {r.electra} / {r.bert} / majority class"] = signal.get(t, (True, ""))[1]
+        if silent:
+            notes.append(f"{'zero' if k == 0 else k}-shot, no signal (no prompted variant above the majority "
+                         f"class): {', '.join(silent)}")
+        a_scores = {t: x for t, x in a_scores.items() if t not in silent}
+        b_scores = {t: x for t, x in b_scores.items() if t not in silent}
         est = stats.bootstrap_diff(a_scores, b_scores, draws=j.draws)
         label = f"{r.electra} discriminator - {r.bert} MLM, " + ("zero-shot" if k == 0 else f"{k}-shot")
         cmp = Comparison(label, "greater", est, stats.verdict(est, "greater", j.margin))
@@ -131,6 +144,37 @@ def discriminator_prompting(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> C
     few = [x.verdict for x in c.comparisons[1:]]
     c.note = "; ".join(notes + ([f"few-shot together: {combined(few)}"] if few else []))
     return c
+
+
+def prompt_signal(j: Judge, k: int, r: ClaimRoles) -> dict[str, tuple[bool, str]]:
+    """{task: (signal, "electra / bert / majority" accuracies)} at k shots: a task carries signal when
+    some prompted variant's mean accuracy is above the majority class beyond a 95% interval that holds
+    both the spread over its pretraining runs and the eval split's binomial error (sqrt(a (1 - a) / n):
+    the runs share one eval split, so their spread alone would call a label bias of one point
+    significant). A task whose records carry no majority class (older stages) enters as before."""
+    best: dict[str, float] = {}
+    majority: dict[str, float | None] = {}
+    means: dict[str, dict[str, float]] = {}
+    for name, res in j.v.items():
+        for task, by_k in (res.measure.prompt or {}).items():
+            rec = next((x for key, x in by_k.items() if _k(key) == k), None)
+            if not rec or not rec.get("per_run"):
+                continue
+            runs = np.array([np.mean(x) for x in rec["per_run"]])  # (P,) each run's mean over few-shot seeds
+            a, n = float(runs.mean()), sum((rec.get("num_eval") or {}).values())
+            majority[task] = rec.get("majority")
+            means.setdefault(task, {})[name] = a
+            if majority[task] is None or not n:
+                continue
+            se_runs = runs.std(ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else 0.0
+            lo = a - majority[task] - 1.96 * float(np.sqrt(se_runs**2 + a * (1 - a) / n))
+            best[task] = max(best.get(task, -np.inf), lo)
+    out = {}
+    for task, m in majority.items():
+        shown = " / ".join(f"{means[task][n]:.3f}" if n in means[task] else "-" for n in (r.electra, r.bert))
+        shown += f" / {m:.3f}" if m is not None else " / -"
+        out[task] = (m is None or best.get(task, -np.inf) > 0, shown)
+    return out
 
 
 def prompt_scores(prompt: dict, k: int, method: str) -> dict[str, np.ndarray]:

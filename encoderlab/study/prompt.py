@@ -133,7 +133,8 @@ def prompt_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, Pretrain
             first = recs[0]
             out.setdefault(task, {})[f"k={k}"] = {
                 "method": first["method"], "per_run": [r["per_seed"] for r in recs], "seeds": first["seeds"],
-                "template": first["template"], "verbalizer": first["verbalizer"], "num_eval": first["num_eval"]}
+                "template": first["template"], "verbalizer": first["verbalizer"], "num_eval": first["num_eval"],
+                "majority": first.get("majority"), "label_pieces": first.get("label_pieces")}
     return out
 
 
@@ -157,6 +158,8 @@ def _prompt(cfg: StudyConfig, ck: str, spec, data_dir, k: int, seeds: list[int],
                         tokenizer_dir=data["tokenizer"], log=lambda *a: None)
     # one accuracy per few-shot seed: the eval split's, or the mean of several splits' (MNLI m/mm)
     per_seed = [sum(s["scores"].values()) / len(s["scores"]) for s in r["seeds"]]
+    majority = [m for m in r["majority"].values() if m is not None]
     return {"method": r["method"], "k": k, "seeds": [s["seed"] for s in r["seeds"]], "per_seed": per_seed,
             "scores": [s["scores"] for s in r["seeds"]], "template": r["template"], "verbalizer": r["verbalizer"],
-            "precision": r["precision"], "num_eval": r["num_eval"]}
+            "label_pieces": r["label_pieces"], "precision": r["precision"], "num_eval": r["num_eval"],
+            "majority": sum(majority) / len(majority) if majority else None}
