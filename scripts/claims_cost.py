@@ -10,7 +10,9 @@ speedrun record measured (one thread, side by side with another one-thread job, 
 running); every other variant's is BERT's times its own rate relative to BERT's, timed here as the
 study's speed stage times them (study/speed.py: each variant's own pretraining step at full length,
 all variants in turns in one process, one thread, the best of the rounds; tokens/s x planned FLOPs
-per token). ``--out``: a study folder whose data stage is prepared (its token store feeds the steps).
+per token). clm-then-mlm is timed in its causal phase (the first half of its steps); its masked phase
+is BERT's step (the same network and objective), so it is costed at BERT's rate. ``--out``: a study
+folder whose data stage is prepared (its token store feeds the steps).
 Fine-tuning: a checkpoint-task pair's measured core-seconds (all its seeds), scaled for a wider
 encoder by the split the study's ETA weights use (study/plan.py: a fixed share and a share that grows
 with the encoder's FLOPs). Prompting and BLiMP: measured core-seconds per run and per scoring. Two jobs
@@ -31,7 +33,7 @@ from encoderlab.study.plan import family_model, pair_cost_share, plan
 from encoderlab.study.speed import training_speed
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import InitConfig
-from encoderlab.train.flops import planned_step_flops
+from encoderlab.train.flops import phase_step_flops
 from encoderlab.train.init import resolve_model
 
 
@@ -48,13 +50,28 @@ def measure_rates(cfg: StudyConfig, out: Path, rounds: int) -> dict[str, float]:
         v = cfg.variant(name)
         model = resolve_model(r.model, r.init, cfg.vocab_size)
         B, T = r.data.batch_size, r.data.seq_len
-        out_rates[name] = speed[name]["tokens_per_s"] * planned_step_flops(model, v.objective, B, T) / (B * T)
+        first_phase = phase_step_flops(model, v.objective, B, T)[0][1]  # the phase the speed stage's steps run in
+        out_rates[name] = speed[name]["tokens_per_s"] * first_phase / (B * T)
     return out_rates
+
+
+def run_minutes(cfg: StudyConfig, v: VariantSpec, rates: dict[str, float]) -> float:
+    """Minutes of a core for one pretraining run of ``v``: each phase's share of the budget at its rate
+    (FLOP/s), clm-then-mlm's masked phase at BERT's."""
+    phases = phase_step_flops(variant_model(cfg, v), v.objective, cfg.base.data.batch_size, cfg.base.data.seq_len)
+    spent = sum(share * flops for share, flops in phases)
+    phase_rates = [rates[v.name]] + [rates["bert"]] * (len(phases) - 1)
+    seconds = sum(cfg.budget_flops * share * flops / spent / rate for (share, flops), rate in zip(phases, phase_rates))
+    return seconds / 60
+
+
+def variant_model(cfg: StudyConfig, v: VariantSpec):
+    return resolve_model(family_model(cfg.base.model, v.model), InitConfig(), cfg.vocab_size)
 
 
 def pair_weight(cfg: StudyConfig, v: VariantSpec) -> float:
     """A pair's cost relative to a bert-tiny-shaped one's (the study's ETA split, plan.pair_cost_share)."""
-    return pair_cost_share(resolve_model(family_model(cfg.base.model, v.model), InitConfig(), cfg.vocab_size).encoder)
+    return pair_cost_share(variant_model(cfg, v).encoder)
 
 
 def main() -> None:
@@ -81,7 +98,8 @@ def main() -> None:
         raise SystemExit("give --out (to time the steps) or --rates")
     record = json.loads(Path(args.bert_record).read_text())
     bert_rate = record["reached"]["flops"] / record["reached"]["seconds"]
-    minutes = {v.name: cfg.budget_flops / (measured[v.name] / measured["bert"] * bert_rate) / 60 for v in cfg.variants}
+    rates = {name: r / measured["bert"] * bert_rate for name, r in measured.items()}  # FLOP/s at BERT's record
+    minutes = {v.name: run_minutes(cfg, v, rates) for v in cfg.variants}
     runs = cfg.pretrain_seeds
     pretrain = sum(minutes.values()) * 60 * runs
     pairs = {v.name: len(cfg.tasks) * runs * (1 + len(cfg.extra_finetune_fractions.get(v.name, [])))

@@ -19,7 +19,7 @@ from encoderlab.objectives.causal import attention_masks, next_token_positions
 from encoderlab.train import PretrainConfig, pretrain
 from encoderlab.train.config import DataConfig, SyntheticConfig
 from encoderlab.train.data import SyntheticSource
-from encoderlab.train.flops import planned_step_flops, step_flops
+from encoderlab.train.flops import phase_step_flops, planned_step_flops, step_flops
 from tests.conftest import tiny_encoder
 from tests.pretrain_helpers import read_metrics, tiny_recipe
 
@@ -178,6 +178,10 @@ def test_clm_then_mlm_costs_a_clm_step_then_an_mlm_step_and_plans_their_mean():
     assert clm == step_flops(m, ocfg, B, T, B * (T - 1)).total > mlm
     mixed = planned_step_flops(m, ObjectiveConfig(kind="clm_then_mlm", causal_fraction=0.25, **IDS), B, T)
     assert mixed == pytest.approx(0.25 * clm + 0.75 * mlm)
+    # each phase at its own step cost, in order (a cost estimate times them at their own rates)
+    phases = phase_step_flops(m, ObjectiveConfig(kind="clm_then_mlm", causal_fraction=0.25, **IDS), B, T)
+    assert phases == [(0.25, clm), (0.75, mlm)]
+    assert phase_step_flops(m, ObjectiveConfig(kind="clm", **IDS), B, T) == [(1.0, clm)]
 
 
 TIMING = {"elapsed_s", "tokens_per_s", "peak_memory_mb", "threads"}

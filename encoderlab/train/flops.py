@@ -78,11 +78,17 @@ def planned_step_flops(model: ModelConfig, objective, B: int, T: int) -> float:
     """A full-length step's FLOPs as budgets are planned: M at the masking rate of the T - 2 tokens
     that are not [CLS]/[SEP]; a causal row predicts T - 1 next tokens (packed rows, all real);
     clm_then_mlm: the mean over the run's steps, causal_fraction of them causal."""
+    return sum(share * flops for share, flops in phase_step_flops(model, objective, B, T))
+
+
+def phase_step_flops(model: ModelConfig, objective, B: int, T: int) -> list[tuple[float, float]]:
+    """(share of the run's steps, a full-length step's FLOPs) of each phase of a run: one phase, but
+    clm_then_mlm's causal steps and then its masked ones (a cost estimate times each at its own rate)."""
     masked = objective.masking.rate * (T - 2)  # per row
     if objective.kind == "clm_then_mlm":
         f = objective.causal_share
-        return f * step_flops(model, objective, B, T, B * (T - 1)).total + (1 - f) * step_flops(
-            model, objective, B, T, round(masked * B)).total
+        return [(f, float(step_flops(model, objective, B, T, B * (T - 1)).total)),
+                (1 - f, float(step_flops(model, objective, B, T, round(masked * B)).total))]
     if objective.kind == "clm":
         M = B * (T - 1)
     elif objective.kind == "gptbert":
@@ -90,7 +96,7 @@ def planned_step_flops(model: ModelConfig, objective, B: int, T: int) -> float:
         M = round(causal * (T - 1) + (B - causal) * masked)
     else:
         M = round(masked * B)
-    return float(step_flops(model, objective, B, T, M).total)
+    return [(1.0, float(step_flops(model, objective, B, T, M).total))]
 
 
 def step_flops(model: ModelConfig, objective, B: int, T: int, M: int, N: int | None = None,
