@@ -85,9 +85,18 @@ def main() -> None:
     ap.add_argument("--prompt-s", type=float, default=0.0, help="core-seconds of one run's prompting probe")
     ap.add_argument("--blimp-s", type=float, default=0.0, help="core-seconds of one BLiMP dev scoring (0: off)")
     ap.add_argument("--study", default="claims")
+    ap.add_argument("--skip", default="", help="comma-separated variants to leave out (a scope's cost: "
+                    "gpt-bert,clm-then-mlm,clm is the study before issue 36's arms)")
     args = ap.parse_args()
 
     cfg = load_study(args.study)
+    skip = [n for n in args.skip.split(",") if n]
+    if skip:
+        unknown = [n for n in skip if cfg.variant(n) is None]
+        if unknown:
+            raise SystemExit(f"--skip: no variant {unknown} in {args.study} (its variants: "
+                             f"{[v.name for v in cfg.variants]})")
+        cfg = cfg.replace(variants=tuple(v for v in cfg.variants if v.name not in skip))
     if args.rates:
         measured = json.loads(args.rates.read_text())
     elif args.out:
