@@ -91,6 +91,7 @@ def causal_then_masked(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> Claim:
     cmp = j.compare(f"{ctm} - {r.bert}", ctm, r.bert)
     c.comparisons = [cmp]
     c.numbers = {"clm-then-mlm": j.mean(ctm), "bert": j.mean(r.bert), "clm-then-mlm - bert": _diff(cmp)}
+    c.numbers.update(_held_out(j, {"clm-then-mlm": ctm, "bert": r.bert}))
     share = j.v[ctm].objective().get("causal_fraction")
     c.note = (f"causal for {0.5 if share is None else share:g} of the optimizer steps (the paper's split is by "
               "steps too); at equal FLOPs a causal step costs more than a masked one, so this arm takes fewer steps "
