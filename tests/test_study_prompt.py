@@ -130,6 +130,20 @@ def test_a_rerun_reads_the_stages_and_redoes_what_changed(probed, monkeypatch):
         _run(changed.replace(prompt_shots=SHOTS), fresh, tmp, Stages(stages.path))
 
 
+def test_two_worker_processes_store_what_one_process_does(probed):
+    """With two jobs the stages run in spawned workers (as fine-tuning's): the same scores, stage by
+    stage, as the in-process run."""
+    cfg, variants, _, stages, tmp = probed
+    fresh = {n: VariantResult(name=n, spec={}, run_dir=v.run_dir, checkpoints=v.checkpoints, replicas=v.replicas)
+             for n, v in variants.items()}
+    pooled = Stages(tmp / "pooled.json")
+    _run(cfg.replace(pretrain_jobs=2), fresh, tmp, pooled)
+    prompt_keys = [k for k in stages.data if k.startswith("prompt:")]
+    assert prompt_keys and sorted(prompt_keys) == sorted(k for k in pooled.data if k.startswith("prompt:"))
+    assert all(pooled.data[k] == stages.data[k] for k in prompt_keys)
+    assert {n: v.measure.prompt for n, v in fresh.items()} == {n: v.measure.prompt for n, v in variants.items()}
+
+
 def test_claim_17_gives_a_verdict_on_the_probes_results(probed):
     _, variants, _, _, _ = probed
     c = discriminator_prompting(Judge(variants, margin=0.01, draws=200), ClaimRoles())

@@ -14,7 +14,10 @@ checkpoint is scored on each task at each k of prompt_shots: k=0 once (zero-shot
 k > 0 once per few-shot seed 0 .. prompt_seeds-1. eval/prompting.sample_k_shot draws a seed's k
 examples per class from the task's training split by the seed alone, so every run of every variant
 sees the same draws and the comparisons pair by draw. One stage per (run, task, k), fingerprinted by
-the run's recipe, the checkpoint, the task's pattern and data folder and the prompt settings.
+the run's recipe, the checkpoint, the task's pattern and data folder and the prompt settings. The
+stages not done yet run as fine-tuning does: in worker processes, finetune_jobs (else pretrain_jobs)
+at once with a share of the cores each, each stored as it finishes (a prompt's batches of 8 keep one
+thread busier than two).
 
 The variant's ``measure["prompt"]`` gets what study/claims_arms.py reads: {task: {"k=K": {"method",
 "per_run": [[accuracy per few-shot seed] per pretraining run], ...}}}. A task with several eval
@@ -23,11 +26,13 @@ splits (MNLI's matched and mismatched) scores a seed by the mean of its splits' 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from encoderlab.config import ConfigError
 from encoderlab.eval import prompting
 from encoderlab.eval.tasks import BUILTIN, TaskDataError, get_task, resolve_dir
+from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
 from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import measure_weight, recipe_fingerprint, run_name
@@ -110,26 +115,95 @@ def prompt_weight(cfg: StudyConfig, k: int) -> float:
     return base if k == 0 else base * cfg.prompt_seeds * (1 + cfg.prompt.steps / 100)
 
 
+@dataclass(frozen=True)
+class PromptUnit:
+    """One (run, task, k) stage of the probe: what a worker needs, and where its result is kept."""
+
+    run: str
+    checkpoint: str
+    task: str
+    k: int
+    spec: object  # the task's TaskSpec
+    data_dir: str | None
+    seeds: tuple[int, ...]
+    fingerprint: str
+
+    @property
+    def key(self) -> StageKey:
+        return StageKey.prompt(self.run, self.task, self.k)
+
+    @property
+    def label(self) -> str:
+        return f"{self.run} on {self.task}, " + ("zero-shot" if self.k == 0 else f"{self.k}-shot")
+
+
 def run_prompting(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants: dict[str, VariantResult],
                   data: dict, stages: Stages, progress: Progress) -> None:
     """Every prompted variant's ``measure["prompt"]``; off while prompt_tasks is empty."""
     if not cfg.prompt_tasks:
         return
-    for v in cfg.variants:
-        if prompted(v) and v.name in variants:
-            res = variants[v.name]
-            res.measure.prompt = prompt_variant(cfg, v, recipes, res, data, stages, progress)
+    units = {v.name: prompt_units(cfg, v, recipes, variants[v.name], data)
+             for v in cfg.variants if prompted(v) and v.name in variants}
+    todo = []
+    for u in (u for us in units.values() for u in us):
+        if stages.get(u.key, u.fingerprint) is None:
+            todo.append(u)
+        else:
+            progress.advance(prompt_weight(cfg, u.k), cached=True)
+    run_units(cfg, todo, data, stages, progress)
+    for name, us in units.items():
+        variants[name].measure.prompt = collect(cfg, us, stages)
 
 
-def prompt_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainConfig], res: VariantResult,
-                   data: dict, stages: Stages, progress: Progress) -> dict:
+def prompt_units(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainConfig], res: VariantResult,
+                 data: dict) -> list[PromptUnit]:
+    """The variant's stages: every pretraining run's final checkpoint (seed 0's run first) on each task
+    at each k."""
     final = max(cfg.eval_fractions)
     runs = [(run_name(v.name, 0), res.checkpoints[final].path)]
     runs += [(run_name(v.name, r.seed), r.checkpoints[final].path) for r in res.replicas]
+    out = []
+    for task in cfg.prompt_tasks:
+        spec, data_dir = task_spec(task_ref(cfg, task), data)
+        for k in cfg.prompt_shots:
+            seeds = (0,) if k == 0 else tuple(range(cfg.prompt_seeds))
+            settings = cfg.prompt.to_dict()
+            if k == 0:  # no training: the few-shot settings leave zero-shot scores as they are
+                settings = {n: x for n, x in settings.items() if n not in FEW_SHOT_ONLY}
+            for run, ck in runs:
+                fp = fingerprint(recipe_fingerprint(recipes[run]), ck, spec.to_dict(), data_dir, settings, k,
+                                 list(seeds))
+                out.append(PromptUnit(run, str(ck), task, k, spec, data_dir, seeds, fp))
+    return out
+
+
+def run_units(cfg: StudyConfig, todo: list[PromptUnit], data: dict, stages: Stages, progress: Progress) -> None:
+    if not todo:
+        return
+    jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
+
+    def store(done: tuple[PromptUnit, dict]) -> None:
+        u, r = done
+        stages.put(u.key, u.fingerprint, r)
+        progress.advance(prompt_weight(cfg, u.k))
+        progress.stage(f"prompted {u.label}: accuracy " + ", ".join(f"{a:.3f}" for a in r["per_seed"]))
+
+    progress.stage(f"prompting: {len(todo)} stages (run, task, shots), {jobs} at once")
+    if jobs <= 1:
+        launch.run_inline(_prompt_unit, [(u, cfg, data) for u in todo], threads=cfg.threads_per_job(1),
+                          on_result=store)
+        return
+    launch.run_pool(_prompt_unit, [(u, cfg, data) for u in todo], jobs=jobs, threads=cfg.threads_per_job(jobs),
+                    on_result=store, progress=progress,
+                    describe=lambda n: f"prompting: {n} of {len(todo)} stages done, {jobs} at once")
+
+
+def collect(cfg: StudyConfig, units: list[PromptUnit], stages: Stages) -> dict:
+    """{task: {"k=K": {"method", "per_run": [accuracies per few-shot seed, per run], ...}}} from the stages."""
     out: dict = {}
     for task in cfg.prompt_tasks:
         for k in cfg.prompt_shots:
-            recs = [prompt_run(cfg, run, ck, recipes[run], task, k, data, stages, progress) for run, ck in runs]
+            recs = [stages.get(u.key, u.fingerprint) for u in units if u.task == task and u.k == k]
             first = recs[0]
             out.setdefault(task, {})[f"k={k}"] = {
                 "method": first["method"], "per_run": [r["per_seed"] for r in recs], "seeds": first["seeds"],
@@ -138,19 +212,9 @@ def prompt_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, Pretrain
     return out
 
 
-def prompt_run(cfg: StudyConfig, run: str, ck: str, recipe: PretrainConfig, task: str, k: int, data: dict,
-               stages: Stages, progress: Progress) -> dict:
-    """One run's checkpoint prompted on one task at k shots (all few-shot seeds), as a stage."""
-    spec, data_dir = task_spec(task_ref(cfg, task), data)
-    seeds = [0] if k == 0 else list(range(cfg.prompt_seeds))
-    settings = cfg.prompt.to_dict()
-    if k == 0:  # no training: the few-shot settings leave zero-shot scores as they are
-        settings = {n: x for n, x in settings.items() if n not in FEW_SHOT_ONLY}
-    fp = fingerprint(recipe_fingerprint(recipe), ck, spec.to_dict(), data_dir, settings, k, seeds)
-    return stages.cached(
-        StageKey.prompt(run, task, k), fp, lambda: _prompt(cfg, ck, spec, data_dir, k, seeds, data),
-        progress=progress, weight=prompt_weight(cfg, k),
-        label=f"prompting {run} on {task}, " + ("zero-shot" if k == 0 else f"{k}-shot, {len(seeds)} seeds"))
+def _prompt_unit(args: tuple) -> tuple[PromptUnit, dict]:
+    u, cfg, data = args
+    return u, _prompt(cfg, u.checkpoint, u.spec, u.data_dir, u.k, list(u.seeds), data)
 
 
 def _prompt(cfg: StudyConfig, ck: str, spec, data_dir, k: int, seeds: list[int], data: dict) -> dict:
