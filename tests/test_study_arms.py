@@ -26,8 +26,8 @@ def test_the_arms_study_loads_with_the_claims_studys_recipe_family_budget_and_se
     theirs = {v.name: v for v in claims.variants}
     assert all(v == theirs[v.name] for v in arms.variants)  # the built-in study's, copied as they are
     for field in ("base", "budget_flops", "pretrain_seeds", "seeds", "short_seq_fraction", "eval_fractions",
-                  "finetune_fractions", "extra_finetune_fractions", "finetune", "vocab_size", "out_dir", "finetune_lrs", "prompt_tasks",
-                  "prompt_shots", "prompt_seeds", "prompt", "tasks"):
+                  "finetune_fractions", "extra_finetune_fractions", "finetune", "vocab_size", "out_dir",
+                  "finetune_lrs", "prompt_tasks", "prompt_shots", "prompt_seeds", "prompt", "tasks"):
         assert getattr(arms, field) == getattr(claims, field), field
     # the tasks that carry signal at this scale (issue 32: MRPC at its majority class, RTE at chance)
     assert [t.name for t in arms.tasks] == ["sst2", "cola", "stsb"]
