@@ -5,9 +5,10 @@ The MLM and causal losses read an (M, V) logit matrix: for a causal batch of 32 
 step casts it to fp32 (a copy), writes the fp32 log-probabilities, reads them again for the argmax
 of the accuracy metric, and in backward fills an (M, V) zero gradient, scatters into it, runs the
 log-softmax backward and casts the result back to the logits' dtype: six or seven passes over
-tensors of 66-133 MB, each bound by memory, not compute. On a 2-core Zen 4 they were about 40% of a
-causal step of the claims study's 4 x 128 model (torch.profiler: log-softmax forward and backward,
-copies, fills, argmax; docs/benchmarks.md, "The vocabulary cross-entropy").
+tensors of 66-133 MB, each bound by memory, not compute. On a 2-core Zen 4 the log-softmax forward
+and backward, copies, fills and argmax were 46% of a causal step of the claims study's 4 x 128 model
+(torch.profiler; the copies include the autocast weight casts; docs/benchmarks.md, "The vocabulary
+cross-entropy").
 
 Here forward and backward walk the rows in blocks small enough to stay in cache: each block is cast
 to fp32 once, its log-sum-exp, target logit and maximum are taken there, and backward recomputes the
@@ -80,7 +81,6 @@ def token_nll(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor
     if logits.shape[0] == 0:
         return logits.float().sum(-1), torch.zeros(0, dtype=torch.bool, device=logits.device)
     return _TokenCE.apply(logits, targets)
-
 
 
 def log_softmax_nll(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
