@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import yaml
+
 from encoderlab.study.cli import load_study
 from encoderlab.study.config import StudyConfig
 from encoderlab.study.plan import _set_only, family_model
@@ -56,12 +59,47 @@ def test_the_causal_fields_leave_other_recipes_fingerprints_unchanged():
     assert "causal_fraction" not in objective and "causal_steps" not in objective
 
 
-def test_every_arms_run_is_the_claims_studys_so_its_stages_are_reused(stand_in_store):
+PARTS = sorted(p for p in STUDY.parents[1].glob("*/study.yaml")
+               if (yaml.safe_load(p.read_text()) or {}).get("out_dir") == load_study("claims").out_dir)
+
+
+def test_the_claims_study_is_run_in_parts_that_are_its_own_recipes():
+    """Every committed part on the claims study's out_dir (docs/studies/*/study.yaml) copies the built-in
+    study's variants and recipe family as they are, so its runs are the built-in study's."""
+    claims = load_study("claims")
+    theirs = {v.name: v for v in claims.variants}
+    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator"}
+    for path in PARTS:
+        part = StudyConfig.from_yaml(path)
+        assert all(v == theirs[v.name] for v in part.variants), path
+        for field in ("base", "budget_flops", "pretrain_seeds", "seeds", "short_seq_fraction", "eval_fractions",
+                      "finetune_fractions", "extra_finetune_fractions", "finetune", "vocab_size", "finetune_lrs",
+                      "equivalence_margin", "random_control", "tasks", "generation"):
+            assert getattr(part, field) == getattr(claims, field), (path, field)
+        if part.prompt_tasks:  # a part that prompts does it as the built-in study does
+            assert (part.prompt_tasks, part.prompt_shots, part.prompt) == (
+                claims.prompt_tasks, claims.prompt_shots, claims.prompt), path
+        check_roles(part)
+
+
+def test_claim_6s_part_varies_the_generators_width_at_the_discriminators_depth():
+    part = StudyConfig.from_yaml(STUDY.parents[1] / "claims-generator" / "study.yaml")
+    sizes = part.roles.generator_sizes
+    assert list(sizes) == ["1/8", "1/4", "1/2", "1"]
+    for size, name in sizes.items():
+        model = part.variant(name).model
+        num, _, den = size.partition("/")
+        assert model.generator_layers == part.base.model.num_layers == 4  # the paper's setting: equal depth
+        assert model.generator_multiplier == float(num) / float(den or 1)
+
+
+@pytest.mark.parametrize("part", ["claims-arms", "claims-generator"])
+def test_every_run_of_a_part_is_the_claims_studys_so_its_stages_are_reused(stand_in_store, part):
     from encoderlab.study.plan import plan, recipe_fingerprint
 
     stand_in_store.vocab_size = 8192
     data = stand_in_store.data
-    arms, claims = StudyConfig.from_yaml(STUDY), load_study("claims")
-    ours = {n: recipe_fingerprint(r) for n, r in plan(arms, data, Path(arms.out_dir)).items()}
+    ours_cfg, claims = StudyConfig.from_yaml(STUDY.parents[1] / part / "study.yaml"), load_study("claims")
+    ours = {n: recipe_fingerprint(r) for n, r in plan(ours_cfg, data, Path(ours_cfg.out_dir)).items()}
     theirs = {n: recipe_fingerprint(r) for n, r in plan(claims, data, Path(claims.out_dir)).items()}
-    assert len(ours) == 15 and all(ours[n] == theirs[n] for n in ours)  # five variants, three seeds each
+    assert len(ours) == 3 * len(ours_cfg.variants) and all(ours[n] == theirs[n] for n in ours)
