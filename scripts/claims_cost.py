@@ -96,7 +96,10 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"--skip: no variant {unknown} in {args.study} (its variants: "
                              f"{[v.name for v in cfg.variants]})")
-        cfg = cfg.replace(variants=tuple(v for v in cfg.variants if v.name not in skip))
+        # the fields that name a skipped variant go with it (else the config stops on a dangling name)
+        cfg = cfg.replace(variants=tuple(v for v in cfg.variants if v.name not in skip), allow_missing_roles=True,
+                          extra_finetune_fractions={n: f for n, f in cfg.extra_finetune_fractions.items()
+                                                    if n not in skip})
     if args.rates:
         measured = json.loads(args.rates.read_text())
     elif args.out:
