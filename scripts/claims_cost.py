@@ -89,7 +89,7 @@ def main() -> None:
                     "gpt-bert,clm-then-mlm,clm is the study before issue 36's arms)")
     args = ap.parse_args()
 
-    cfg = load_study(args.study)
+    cfg = full = load_study(args.study)  # full: bert, the reference of every rate and pair, even when skipped
     skip = [n for n in args.skip.split(",") if n]
     if skip:
         unknown = [n for n in skip if cfg.variant(n) is None]
@@ -103,7 +103,7 @@ def main() -> None:
     if args.rates:
         measured = json.loads(args.rates.read_text())
     elif args.out:
-        measured = measure_rates(cfg, args.out, args.rounds)
+        measured = measure_rates(full, args.out, args.rounds)
         if args.save:
             args.save.write_text(json.dumps(measured, indent=1) + "\n")
     else:
@@ -114,9 +114,10 @@ def main() -> None:
     minutes = {v.name: run_minutes(cfg, v, rates) for v in cfg.variants}
     runs = cfg.pretrain_seeds
     pretrain = sum(minutes.values()) * 60 * runs
-    pairs = {v.name: len(cfg.tasks) * runs * (1 + len(cfg.extra_finetune_fractions.get(v.name, [])))
+    # each checkpoint fine-tuned: the final one, the extra fractions', and an unshared copy of it (unshare)
+    pairs = {v.name: len(cfg.tasks) * runs * (1 + len(cfg.extra_finetune_fractions.get(v.name, [])) + v.unshare)
              for v in cfg.variants}
-    bert_weight = pair_weight(cfg, cfg.variant("bert"))
+    bert_weight = pair_weight(full, full.variant("bert"))
     finetune = sum(n * args.pair_s * pair_weight(cfg, cfg.variant(name)) / bert_weight for name, n in pairs.items())
     control = len(cfg.tasks) * args.pair_s if cfg.random_control else 0.0
     prompted = sum(runs for v in cfg.variants if v.objective.kind != "clm") if cfg.prompt_tasks else 0
