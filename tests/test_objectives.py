@@ -249,6 +249,46 @@ def test_copy_mixture_is_the_papers_distribution():
     assert logits.grad.abs().sum() > 0 and gate.grad.abs().sum() > 0
 
 
+def test_copy_mixture_walks_the_vocabulary_in_blocks_as_the_whole_matrix_does():
+    """bf16 logits over an 8,192-piece vocabulary, several blocks of rows (token_ce.block_rows), ties in
+    the top logit: loss, predictions and gradients equal the whole-matrix fp32 log-softmax of the same
+    formula (the path copy_mixture took before it read token_nll)."""
+    from encoderlab.objectives.rtd import copy_mixture
+    from encoderlab.objectives.token_ce import block_rows
+
+    g = torch.Generator().manual_seed(1)
+    N, V = 100, 8192
+    logits = (torch.randn(N, V, generator=g) * 3).bfloat16()
+    logits[:10, 5] = logits[:10, 9] = logits[:10].amax(-1) + 1  # ties: argmax takes the first index
+    assert block_rows(logits) < N
+    gate = torch.randn(N, generator=g) * 3
+    inputs = torch.randint(0, V, (N,), generator=g)
+    inputs[:5] = 9  # the copy competes with a tied maximum
+    targets = torch.where(torch.rand(N, generator=g) < 0.6, inputs, torch.randint(0, V, (N,), generator=g))
+
+    def whole(logits, gate, inputs, targets):
+        F = torch.nn.functional
+        logq = torch.log_softmax(logits.float(), -1)  # (N, V)
+        log_keep, log_copy = F.logsigmoid(-gate.float()), F.logsigmoid(gate.float())
+        soft = log_keep + logq.gather(1, targets[:, None]).squeeze(1)
+        logp = torch.where(targets == inputs, torch.logaddexp(soft, log_copy), soft)
+        best, arg = logq.max(-1)
+        at_input = torch.logaddexp(log_copy, log_keep + logq.gather(1, inputs[:, None]).squeeze(1))
+        return -logp.mean(), torch.where(at_input >= log_keep + best, inputs, arg), arg
+
+    grads = []
+    for fn in (copy_mixture, whole):
+        x, d = logits.clone().requires_grad_(True), gate.clone().requires_grad_(True)
+        loss, predicted, *rest = fn(x, d, inputs, targets)
+        loss.backward()
+        grads.append((loss.detach(), predicted, rest[-1], x.grad.float(), d.grad))
+    (la, pa, aa, gxa, gda), (lb, pb, ab, gxb, gdb) = grads
+    torch.testing.assert_close(la, lb, atol=1e-6, rtol=1e-6)
+    assert torch.equal(pa, pb) and torch.equal(aa, ab) and torch.equal(aa[:10], torch.full((10,), 5))
+    torch.testing.assert_close(gxa, gxb, atol=1e-7, rtol=2 ** -7)  # within a bf16 step
+    torch.testing.assert_close(gda, gdb, atol=1e-7, rtol=1e-5)
+
+
 def test_a_closed_copy_gate_is_the_plain_all_tokens_mlm():
     """With the gate shut (D -> 0) the copy mechanism adds nothing: loss and every shared metric
     equal the plain All-Tokens-MLM's on the same weights and draws."""

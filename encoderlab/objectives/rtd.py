@@ -185,18 +185,21 @@ def copy_mixture(logits: torch.Tensor, gate: torch.Tensor, inputs: torch.Tensor,
     softmax's own argmax), where p(y) = D * 1[y = input] + (1 - D) * softmax(logits)(y), in fp32
     and log space throughout.
 
-    The prediction is argmax p: the input when D + (1 - D) q(input) >= (1 - D) max q (a tie goes to
-    the copy), else argmax q; (1 - D) scales every other entry alike, so no (N, V) copy is made."""
-    logq = F.log_softmax(logits.float(), dim=-1)  # (N, V)
+    The softmax's share comes from token_nll, a block of rows at a time (no (N, V) fp32 matrix: at
+    every token of a batch it is the step's largest tensor); its log-sum-exp is nll + the target's
+    logit. The prediction is argmax p: the input when D + (1 - D) q(input) >= (1 - D) max q (a tie
+    goes to the copy), else argmax q; (1 - D) scales every other entry alike, so no (N, V) copy is made."""
+    nll, _ = token_nll(logits, targets)  # (N,) -log q(target), differentiable
     g = gate.float()
     log_keep, log_copy = F.logsigmoid(-g), F.logsigmoid(g)  # log(1 - D), log D
-    soft = log_keep + logq.gather(1, targets[:, None]).squeeze(1)  # (N,) the softmax's share
+    soft = log_keep - nll  # (N,) the softmax's share
     logp = torch.where(targets == inputs, torch.logaddexp(soft, log_copy), soft)  # (N,)
     loss = -logp.sum() / max(targets.numel(), 1)
     with torch.no_grad():
-        best, arg = logq.max(-1)  # (N,)
-        at_input = torch.logaddexp(log_copy, log_keep + logq.gather(1, inputs[:, None]).squeeze(1))
-        predicted = torch.where(at_input >= log_keep + best, inputs, arg)
+        lse = nll + logits.gather(1, targets[:, None]).squeeze(1).float()  # (N,) log-sum-exp of each row
+        best, arg = logits.max(-1)  # (N,) in the logits' dtype: widening to fp32 keeps order and ties
+        at_input = torch.logaddexp(log_copy, log_keep + logits.gather(1, inputs[:, None]).squeeze(1).float() - lse)
+        predicted = torch.where(at_input >= log_keep + best.float() - lse, inputs, arg)
     return loss, predicted, log_copy.detach().exp(), arg
 
 
