@@ -68,14 +68,16 @@ def test_the_claims_study_is_run_in_parts_that_are_its_own_recipes():
     study's variants and recipe family as they are, so its runs are the built-in study's."""
     claims = load_study("claims")
     theirs = {v.name: v for v in claims.variants}
-    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator"}
+    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator", "claims-albert"}
     for path in PARTS:
         part = StudyConfig.from_yaml(path)
         assert all(v == theirs[v.name] for v in part.variants), path
         for field in ("base", "budget_flops", "pretrain_seeds", "seeds", "short_seq_fraction", "eval_fractions",
-                      "finetune_fractions", "extra_finetune_fractions", "finetune", "vocab_size", "finetune_lrs",
-                      "equivalence_margin", "random_control", "tasks", "generation"):
+                      "finetune_fractions", "finetune", "vocab_size", "finetune_lrs", "equivalence_margin",
+                      "random_control", "tasks", "generation"):
             assert getattr(part, field) == getattr(claims, field), (path, field)
+        names = {v.name for v in part.variants}
+        assert part.extra_finetune_fractions == {n: f for n, f in claims.extra_finetune_fractions.items() if n in names}
         if part.prompt_tasks:  # a part that prompts does it as the built-in study does
             assert (part.prompt_tasks, part.prompt_shots, part.prompt) == (
                 claims.prompt_tasks, claims.prompt_shots, claims.prompt), path
@@ -93,7 +95,7 @@ def test_claim_6s_part_varies_the_generators_width_at_the_discriminators_depth()
         assert model.generator_multiplier == float(num) / float(den or 1)
 
 
-@pytest.mark.parametrize("part", ["claims-arms", "claims-generator"])
+@pytest.mark.parametrize("part", ["claims-arms", "claims-generator", "claims-albert"])
 def test_every_run_of_a_part_is_the_claims_studys_so_its_stages_are_reused(stand_in_store, part):
     from encoderlab.study.plan import plan, recipe_fingerprint
 
