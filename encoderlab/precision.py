@@ -159,6 +159,18 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def machine_kind(device: torch.device | str = "cpu") -> str:
+    """The kind of machine a run computes on, as the studies compare it: the CPU's model and the
+    kernels torch dispatches to (two Zen 4 or two AMX Xeons are one kind; the same CPU run with
+    ATEN_CPU_CAPABILITY=avx2 is another), or the GPU's name."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    if device.type != "cpu":
+        return device.type
+    return f"{cpu_model()} / {torch.backends.cpu.get_cpu_capability()}"
+
+
 def probe_shape(hidden: int) -> tuple[int, int]:
     """(batch, length) of the probe's layer at width ``hidden``: length 128 as the recipes train,
     the batch shrunk with the width so that the slow case (bf16 emulated, ~1 GFLOP/s) stays near a

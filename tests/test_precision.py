@@ -188,6 +188,7 @@ def test_auto_pretraining_runs_in_the_probed_precision_and_records_why(tmp_path,
     assert len(run) == 1 and run[0]["precision"] == want and run[0]["requested"] == "auto"
     assert "bf16 step" in run[0]["reason"] and run[0]["probe"]["bf16_gflops"] == bf16
     assert run[0]["attention"] == ("explicit" if want == "bf16" else "sdpa")  # decided with the precision
+    assert run[0]["machine"] == P.machine_kind("cpu")  # the kind of machine, for the studies (issue 32)
     assert all(r["precision"] == want for r in read_metrics(tmp_path))
     assert res.status == "completed"
 

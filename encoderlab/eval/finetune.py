@@ -41,7 +41,7 @@ from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.tasks import Example, TaskData, TaskSpec, get_task, load_task
 from encoderlab.models.networks import SequenceClassifier
 from encoderlab.models.pairs import deployed, materialize_gdes
-from encoderlab.precision import autocast
+from encoderlab.precision import autocast, machine_kind
 from encoderlab.runtime import resolve_runtime
 from encoderlab.tune import TuneLimits, default_learning_rate, epochs, fit, tune_param_groups
 from encoderlab.tune.data import PaddedSet, check_vocab, collate, length_batches
@@ -242,6 +242,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
         "epochs": n_epochs, "first_loss": losses[0], "final_loss": float(np.mean(losses[-10:])),
         "train_examples_per_s": seen / train_time, "eval_examples_per_s": eval_n / max(eval_time, 1e-9),
         "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
+        "machine": machine_kind(device),
         "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.attention,
         **({"init": init} if init != "pretrained" else {}),
         **(stopping.record(len(losses)) if stopping is not None else {}),
@@ -343,7 +344,7 @@ def finetune(model_dir: str | Path | nn.Module, task: str | TaskSpec, config: Fi
         "task": spec.name, "model": str(model_dir) if not isinstance(model_dir, nn.Module) else "<in-memory>",
         "family": deployed(pretrained).config.family,
         "config": cfg.to_dict(), "precision": runs[0]["precision"], "precision_reason": runs[0]["precision_reason"],
-        "task_spec": spec.to_dict(), "labels": list(data.labels),
+        "machine": runs[0]["machine"], "task_spec": spec.to_dict(), "labels": list(data.labels),
         "num_train": min(len(data.train), cfg.max_train_examples or len(data.train)),
         "num_eval": {k: min(len(v), cfg.max_eval_examples or len(v)) for k, v in data.evals.items()},
         "files": data.files, "versions": versions(), "seeds": runs, "summary": summary,

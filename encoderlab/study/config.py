@@ -173,6 +173,10 @@ class StudyConfig(Config):
     # order), the unit of replication of the claims' statistics (study/stats.py); run k > 0 is named
     # "<variant>@seed<k>". With 1 the claims' intervals cover fine-tuning noise only.
     pretrain_seeds: int = 1
+    # A variant's pretraining runs are its replicates: the study starts or resumes one only on the kind
+    # of machine (precision.machine_kind) its other runs used, since CPU kinds train in different
+    # precisions and kernels. true lets them mix; the report names the variants that do.
+    mixed_machines: bool = False
     # A claim of matching (claims 5b and 11) is "equivalent within ±equivalence_margin" when the 95%
     # interval of the difference lies inside it (score units: 0.01 is one point of accuracy).
     equivalence_margin: float = 0.01

@@ -40,14 +40,30 @@ def checkpoints_at(run_dir: Path, budget: float, fractions) -> dict[float, Check
 
 
 def read_metrics(path: Path) -> Curve:
-    """The train and eval records of a run's metrics.jsonl (the last record per step wins on resume)."""
-    recs = {"train": {}, "eval": {}}
+    """The train and eval records of a run's metrics.jsonl (the last record per step wins on resume),
+    and the machine of each (re)start that changed machine or precision."""
+    recs, machines = {"train": {}, "eval": {}}, []
     if path.exists():
         for line in path.read_text().splitlines():
             r = json.loads(line)
             if r.get("split") in recs:
                 recs[r["split"]][r["step"]] = r
-    return Curve(**{k: [v[s] for s in sorted(v)] for k, v in recs.items()})
+            elif r.get("split") == "run":
+                m = {"step": r["step"], "machine": run_machine(r), "precision": r.get("precision")}
+                if not machines or {**machines[-1], "step": m["step"]} != m:  # a change of machine or precision
+                    machines.append(m)
+    return Curve(**{k: [v[s] for s in sorted(v)] for k, v in recs.items()}, machines=machines)
+
+
+def run_machine(record: dict) -> str:
+    """A metrics.jsonl "run" record's machine kind (precision.machine_kind); records written before the
+    field carry it in the precision probe's CPU and capability when a probe ran."""
+    if "machine" in record:
+        return record["machine"]
+    probe = record.get("probe") or {}
+    if probe.get("cpu") and probe.get("capability"):
+        return f"{probe['cpu']} / {probe['capability']}"
+    return "not recorded"
 
 
 def task_spec(task: TaskRef, data: dict):
@@ -73,7 +89,7 @@ def finetune_checkpoint(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, *,
     return {"task": r["task"], "score": r["score"], "summary": r["summary"],
             "per_seed": [s["score"] for s in r["seeds"]], "num_train": r["num_train"],
             "learning_rate": r["seeds"][0]["learning_rate"],  # by width where the study leaves it None
-            "precision": r["precision"], "precision_reason": r["precision_reason"]}
+            "precision": r["precision"], "precision_reason": r["precision_reason"], "machine": r["machine"]}
 
 
 def task_baselines(cfg: StudyConfig, data: dict) -> dict:

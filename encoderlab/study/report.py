@@ -320,6 +320,27 @@ def _precision_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
     return text + "."
 
 
+def _machines_note(V: dict[str, VariantResult]) -> str:
+    """Which kind of machine pretrained each variant's runs (their metrics' run records). A variant's
+    runs are its replicates, so they belong on one kind (the study keeps them there unless
+    mixed_machines); variants on different kinds differ by the machine as well as by the recipe."""
+    kinds = {n: [k for curve in [r.curve] + [x.curve for x in r.replicas] for k in curve.machine_kinds()]
+             for n, r in V.items()}
+    tuned = sorted({f["machine"] for r in V.values() for x in [r, *r.replicas] for f in x.finetune.values()
+                    if f and "machine" in f})
+    tuning = f" Fine-tuning on {' and '.join(tuned)}." if tuned else ""
+    seen = {k for ks in kinds.values() for k in ks}
+    if not seen:
+        return "Machines: not recorded (runs written before the record)." + tuning
+    if len(seen) == 1:
+        return f"Machines: every pretraining run on {next(iter(seen))}." + tuning
+    mixed = [n for n, ks in kinds.items() if len(set(ks)) > 1]
+    text = "Machines: " + "; ".join(f"{n} {' + '.join(dict.fromkeys(ks)) or 'not recorded'}" for n, ks in kinds.items())
+    text += (". **Variants pretrained on more than one kind of machine: " + ", ".join(mixed) + "** (their "
+             "runs' spread includes the machine's)" if mixed else "")
+    return text + ". A comparison of variants pretrained on different kinds also compares the machines." + tuning
+
+
 def _claims_section(claims: list, signal: dict | None = None) -> list[str]:
     """signal: judge.task_signal's {task: (carries signal, estimate)}; None or empty: no control ran."""
     lines = ["## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
@@ -438,7 +459,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
              f"{cfg.base.data.batch_size} x {cfg.base.data.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
              f"{results.data['store']} ({_fmt(results.data.get('tokens'))} tokens).",
-             _speed_note(cfg, V), _precision_note(cfg, V), ""]
+             _speed_note(cfg, V), _precision_note(cfg, V), _machines_note(V), ""]
     chosen = results.data.get("learning_rates") or {}
     if chosen:
         lines += ["Fine-tuning learning rates chosen per family and task on a held-out fifth of the (capped) training "

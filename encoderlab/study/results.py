@@ -80,13 +80,22 @@ class Curve:
 
     train: list[dict] = field(default_factory=list)
     eval: list[dict] = field(default_factory=list)
+    # Where it computed: {"step", "machine", "precision"} at each (re)start that changed either
+    # (measure.read_metrics); empty in reports written before the field.
+    machines: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"train": self.train, "eval": self.eval}
+        return {"train": self.train, "eval": self.eval, **({"machines": self.machines} if self.machines else {})}
 
     @classmethod
     def from_json(cls, d: dict | None) -> Curve:
-        return cls() if d is None else cls(train=d.get("train", []), eval=d.get("eval", []))
+        if d is None:
+            return cls()
+        return cls(train=d.get("train", []), eval=d.get("eval", []), machines=d.get("machines", []))
+
+    def machine_kinds(self) -> list[str]:
+        """The kinds of machine the run computed on, in order of first use."""
+        return list(dict.fromkeys(m["machine"] for m in self.machines))
 
 
 @dataclass

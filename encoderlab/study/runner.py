@@ -19,8 +19,10 @@ from encoderlab.data.corpus import Corpus, CorpusConfig
 from encoderlab.data.prepare import PrepareConfig, prepare
 from encoderlab.data.store import TokenStore
 from encoderlab.data.tokenizer import load_tokenizer, train_tokenizer
+from encoderlab.device import resolve_device
 from encoderlab.models.build import build_model
 from encoderlab.objectives.base import ObjectiveConfig
+from encoderlab.precision import machine_kind
 from encoderlab.study import blimp, launch, measure, speed
 from encoderlab.study.blimp import paradigm_files
 from encoderlab.study.config import StudyConfig, VariantSpec
@@ -80,6 +82,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     progress.total += prompt_total_weight(cfg)
     if cfg.random_control and cfg.variants:  # one control fine-tuning per task, about a pair's cost
         progress.total += finetune_weight(cfg, recipes[cfg.variants[0].name]) * len(cfg.tasks)
+    check_machines(cfg, recipes, stages)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
     progress.new_phase()
@@ -99,6 +102,31 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     progress.advance(measure_weight(cfg))
     progress.stage(f"done: {out / 'report.md'}")
     return report
+
+
+def check_machines(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages: Stages) -> None:
+    """Stop before pretraining a variant here when its other runs computed on another kind of machine
+    (its seeds are replicates: a kind's precision and kernels would enter their spread)."""
+    if cfg.mixed_machines:
+        return
+    here = machine_kind(resolve_device(cfg.base.trainer.device))
+    for v in cfg.variants:
+        names = [run_name(v.name, seed) for seed in range(cfg.pretrain_seeds)]
+        todo = [n for n in names if stages.get(StageKey.pretrain(n), recipe_fingerprint(recipes[n])) is None]
+        if not todo:
+            continue
+        elsewhere = {}
+        for n in names:
+            path = Path(recipes[n].trainer.run_dir) / "metrics.jsonl"
+            for kind in measure.read_metrics(path).machine_kinds():
+                if kind not in (here, "not recorded"):
+                    elsewhere.setdefault(kind, []).append(n)
+        if elsewhere:
+            ran = "; ".join(f"{', '.join(runs)} on {kind!r}" for kind, runs in elsewhere.items())
+            raise ConfigError(f"variant {v.name!r}: {ran}, and {', '.join(todo)} would run here, on {here!r}. A "
+                              "variant's pretraining runs are its replicates, so they run on one kind of machine: "
+                              "finish it on one of that kind, or set mixed_machines: true in the study (the report "
+                              "then names the variants that mixed)")
 
 
 # ---- data ----------------------------------------------------------------------------------------

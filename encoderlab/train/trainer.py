@@ -22,7 +22,7 @@ from encoderlab.checkpoint import CheckpointError
 from encoderlab.device import resolve_device
 from encoderlab.nn.encoder import Encoder
 from encoderlab.objectives import build_networks, build_objective, with_defaults
-from encoderlab.precision import autocast
+from encoderlab.precision import autocast, machine_kind
 from encoderlab.runtime import resolve_runtime
 from encoderlab.threads import ThreadsFollower
 from encoderlab.train import distributed
@@ -233,7 +233,8 @@ class Trainer:
             if (measures := describe_accuracy(self.cfg.objective)) is not None:
                 say(measures)
         # Every (re)start records the precision it ran in: a resumed run may be on another machine.
-        self.logger.log("run", {"step": self.step, "device": self.device.type, **self.runtime.to_dict(),
+        self.logger.log("run", {"step": self.step, "device": self.device.type, "machine": machine_kind(self.device),
+                                **self.runtime.to_dict(),
                                 "budget": self.budget.describe(), "resumed_from": self.resumed_from})
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in old:
