@@ -4,6 +4,7 @@
         --bert-record docs/speedrun/records/t1-claims-bert-seed0-2026-12-06T031258+0000.json \
         --pair-s 95 --prompt-s 40 --blimp-s 50
     python scripts/claims_cost.py --rates docs/studies/claims-arms/claims-speed.json ...   # no re-timing
+    python scripts/claims_cost.py --rates R --out runs/claims --retime all-tokens-mlm-copy --save R2 ...
 
 Pretraining: a run's core-seconds are the study's budget over its FLOP rate. BERT's rate is the one a
 speedrun record measured (one thread, side by side with another one-thread job, nothing else
@@ -74,6 +75,12 @@ def pair_weight(cfg: StudyConfig, v: VariantSpec) -> float:
     return pair_cost_share(variant_model(cfg, v).encoder)
 
 
+def only(cfg: StudyConfig, names: list[str]) -> StudyConfig:
+    """The study with these variants only; the fields that name another go with it."""
+    return cfg.replace(variants=tuple(v for v in cfg.variants if v.name in names), allow_missing_roles=True,
+                       extra_finetune_fractions={n: f for n, f in cfg.extra_finetune_fractions.items() if n in names})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bert-record", required=True, help="a speedrun T1 record of the claims study's bert")
@@ -85,22 +92,28 @@ def main() -> None:
     ap.add_argument("--prompt-s", type=float, default=0.0, help="core-seconds of one run's prompting probe")
     ap.add_argument("--blimp-s", type=float, default=0.0, help="core-seconds of one BLiMP dev scoring (0: off)")
     ap.add_argument("--study", default="claims")
+    ap.add_argument("--retime", default="", help="with --rates and --out: time these variants again beside "
+                    "bert and update their rates in --rates' scale (after a change to their step)")
     ap.add_argument("--skip", default="", help="comma-separated variants to leave out (a scope's cost: "
                     "gpt-bert,clm-then-mlm,clm is the study before issue 36's arms)")
     args = ap.parse_args()
 
     cfg = full = load_study(args.study)  # full: bert, the reference of every rate and pair, even when skipped
     skip = [n for n in args.skip.split(",") if n]
+    retime = [n for n in args.retime.split(",") if n]
+    unknown = [n for n in skip + retime if cfg.variant(n) is None]
+    if unknown:
+        raise SystemExit(f"--skip/--retime: no variant {unknown} in {args.study} (its variants: "
+                         f"{[v.name for v in cfg.variants]})")
     if skip:
-        unknown = [n for n in skip if cfg.variant(n) is None]
-        if unknown:
-            raise SystemExit(f"--skip: no variant {unknown} in {args.study} (its variants: "
-                             f"{[v.name for v in cfg.variants]})")
-        # the fields that name a skipped variant go with it (else the config stops on a dangling name)
-        cfg = cfg.replace(variants=tuple(v for v in cfg.variants if v.name not in skip), allow_missing_roles=True,
-                          extra_finetune_fractions={n: f for n, f in cfg.extra_finetune_fractions.items()
-                                                    if n not in skip})
-    if args.rates:
+        cfg = only(cfg, [v.name for v in cfg.variants if v.name not in skip])
+    if args.rates and args.out and retime:  # these variants' rates again, against bert timed beside them
+        measured = json.loads(args.rates.read_text())
+        again = measure_rates(only(full, ["bert", *retime]), args.out, args.rounds)
+        measured.update({n: measured["bert"] * again[n] / again["bert"] for n in retime})
+        if args.save:
+            args.save.write_text(json.dumps(measured, indent=1) + "\n")
+    elif args.rates:
         measured = json.loads(args.rates.read_text())
     elif args.out:
         measured = measure_rates(full, args.out, args.rounds)
