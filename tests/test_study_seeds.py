@@ -112,7 +112,7 @@ def test_learning_rates_are_chosen_per_family_on_held_out_training_data(data, mo
     the training set (never dev), each a stage; the best rate is every variant of the family's, and it
     enters the fine-tunings' fingerprints only when chosen (a study without finetune_lrs keeps its stages)."""
     from encoderlab.study import lr as lrmod
-    from encoderlab.study import measure
+    from encoderlab.study import runs
     from encoderlab.study.plan import finetune_units, plan
     from encoderlab.study.stages import Stages
 
@@ -122,7 +122,7 @@ def test_learning_rates_are_chosen_per_family_on_held_out_training_data(data, mo
     cfg = StudyConfig.from_dict({**STUDY, "finetune_lrs": [1e-3, 3e-4],
                                  "variants": [*STUDY["variants"], {**STUDY["variants"][0], "name": "bert2"}]})
     recipes = plan(cfg, data, tmp_path)
-    monkeypatch.setattr(measure, "checkpoints_at", lambda *a: {1.0: Checkpoint(f"ck-{a[0].name}", 1, 1.0, 1.0)})
+    monkeypatch.setattr(runs, "checkpoints", lambda stages, name, *a: {1.0: Checkpoint(f"ck-{name}", 1, 1.0, 1.0)})
     calls = []
 
     def fake(ck, task, cfg, data, lr):

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from encoderlab.config import ConfigError
+from encoderlab.study import runs
 from encoderlab.study.progress import (
     PRETRAIN_UNITS,
     PretrainShares,
@@ -56,7 +57,9 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
         (Path(recipes[name].trainer.run_dir) / THREADS_FILE).unlink(missing_ok=True)
         counted.finish(name)
         if proc.returncode == 0:
-            stages.put(StageKey.pretrain(name), fingerprint(recipes[name]), {"wall_s": time.perf_counter() - started})
+            # with the run's record (study/runs.py): a machine without the run folder reads it from here
+            stages.put(StageKey.pretrain(name), fingerprint(recipes[name]),
+                       {"wall_s": time.perf_counter() - started, **runs.record(Path(recipes[name].trainer.run_dir))})
             return
         log = Path(recipes[name].trainer.run_dir) / "pretrain.log"
         failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{_tail(log)}")

@@ -12,7 +12,6 @@ read, and recorded in report.json (data.learning_rates) with every held-out scor
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from encoderlab.checkpoint import load_model
 from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.eval.finetune import subset, train_seed
 from encoderlab.eval.tasks import load_task
-from encoderlab.study import measure
+from encoderlab.study import runs
 from encoderlab.study.config import StudyConfig, TaskRef
 from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import family_of
@@ -61,7 +60,7 @@ def pick_learning_rates(cfg: StudyConfig, recipes: dict[str, PretrainConfig], st
         if family in out:
             continue
         recipe = recipes[v.name]
-        ck = measure.checkpoints_at(Path(recipe.trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)[
+        ck = runs.checkpoints(stages, v.name, recipe, cfg.budget_flops, cfg.eval_fractions)[
             max(cfg.finetune_fractions)].path
         out[family] = {}
         for task in cfg.tasks:

@@ -24,14 +24,13 @@ from encoderlab.train.state import checkpoint_info, list_checkpoints
 DEMO_TASK = "demo"
 
 
-def checkpoints_at(run_dir: Path, budget: float, fractions) -> dict[float, Checkpoint]:
+def found_checkpoints(run_dir: Path) -> list[tuple[str, int, float]]:
+    """(path, step, cumulative FLOPs) of every checkpoint in a run folder; [] where there is none."""
+    return [(str(p), (info := checkpoint_info(p))["step"], info["flops"]) for p in list_checkpoints(run_dir)]
+
+
+def nearest_checkpoints(found: list[tuple[str, int, float]], budget: float, fractions) -> dict[float, Checkpoint]:
     """For each fraction f, the checkpoint whose cumulative FLOPs are nearest f * budget."""
-    found = []
-    for p in list_checkpoints(run_dir):
-        info = checkpoint_info(p)
-        found.append((str(p), info["step"], info["flops"]))
-    if not found:
-        raise RuntimeError(f"{run_dir}: the pretraining left no checkpoint")
     out = {}
     for f in fractions:
         path, step, flops = min(found, key=lambda c: abs(c[2] - f * budget))

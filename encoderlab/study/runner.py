@@ -11,6 +11,7 @@ read those.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from encoderlab.checkpoint import load_model
@@ -23,7 +24,7 @@ from encoderlab.device import resolve_device
 from encoderlab.models.build import build_model
 from encoderlab.objectives.base import ObjectiveConfig
 from encoderlab.precision import machine_kind
-from encoderlab.study import blimp, launch, measure, speed
+from encoderlab.study import blimp, launch, measure, runs, speed
 from encoderlab.study.blimp import paradigm_files
 from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.demo_corpus import build
@@ -117,8 +118,7 @@ def check_machines(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages:
             continue
         elsewhere = {}
         for n in names:
-            path = Path(recipes[n].trainer.run_dir) / "metrics.jsonl"
-            for kind in measure.read_metrics(path).machine_kinds():
+            for kind in runs.curve(stages, n, recipes[n]).machine_kinds():
                 if kind not in (here, "not recorded"):
                     elsewhere.setdefault(kind, []).append(n)
         if elsewhere:
@@ -138,7 +138,35 @@ def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress
     seed = cfg.base.trainer.seed
     key_fp = fingerprint(cfg.corpus, cfg.tokenizer, cfg.vocab_size, cfg.max_documents, seed,
                          *([cfg.doc_split] if cfg.doc_split != "blank_line" else []))  # older stages stay valid
-    return stages.cached(StageKey.data(), key_fp, lambda: _prepare(cfg, out, progress))
+    got = stages.cached(StageKey.data(), key_fp, lambda: _prepare(cfg, out, progress))
+    if not Path(got["store"]).exists():
+        # The stage records came without the data (a fresh clone of committed stages): prepare it again
+        # and check it is the data the recorded runs trained on before any of them is read or continued.
+        progress.stage(f"data: {got['store']} is not on this machine; preparing it again from the corpus")
+        again = _prepare(cfg, out, progress)
+        differs = [f"{k}: recorded {got[k]!r}, here {again[k]!r}" for k in ("tokens", TOKENIZER_DIGEST)
+                   if k in got and got[k] != again[k]]
+        if differs:
+            raise ConfigError(f"the data prepared here is not the data the study's stages record "
+                              f"({'; '.join(differs)}): the recorded runs trained on another corpus or tokenizer. "
+                              "Give the study the corpus it ran on, or another out_dir")
+        stages.put(StageKey.data(), key_fp, again)
+        return again
+    if TOKENIZER_DIGEST not in got:  # a stage written before the digest, its files here: add it
+        got = {**got, TOKENIZER_DIGEST: tokenizer_digest(got["tokenizer"])}
+        stages.put(StageKey.data(), key_fp, got)
+    return got
+
+
+TOKENIZER_DIGEST = "tokenizer_sha256"
+
+
+def tokenizer_digest(tok_dir: str | Path) -> str:
+    """sha256 of a tokenizer folder's files (names and bytes, in name order)."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(tok_dir).rglob("*") if p.is_file()):
+        h.update(f.relative_to(tok_dir).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def _prepare(cfg: StudyConfig, out: Path, progress: Progress) -> dict:
@@ -159,7 +187,7 @@ def _prepare(cfg: StudyConfig, out: Path, progress: Progress) -> dict:
     progress.stage("data: tokenizing into the token store")
     meta = prepare(PrepareConfig(corpus=ccfg, seed=seed, valid_fraction=0.05), tok_dir, data_dir / "store")
     return {"store": str(data_dir / "store"), "tokenizer": tok_dir, "demo_task": demo_task,
-            "tokens": meta["counts"]["train"]["tokens"]}
+            "tokens": meta["counts"]["train"]["tokens"], TOKENIZER_DIGEST: tokenizer_digest(tok_dir)}
 
 
 def _capped(it, n):
@@ -190,7 +218,7 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
         return {}
     name = cfg.roles.bert if cfg.variant(cfg.roles.bert or "") else cfg.variants[0].name
     recipe = recipes[name]
-    ck = measure.checkpoints_at(Path(recipe.trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)
+    ck = runs.checkpoints(stages, name, recipe, cfg.budget_flops, cfg.eval_fractions)
     path = ck[max(cfg.finetune_fractions)].path  # only its architecture is used
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}
     tasks = {}
@@ -237,12 +265,13 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
     for v in cfg.variants:
         for seed in range(cfg.pretrain_seeds):
             run = run_name(v.name, seed)
-            cks = measure.checkpoints_at(Path(recipes[run].trainer.run_dir), cfg.budget_flops, cfg.eval_fractions)
+            cks = runs.checkpoints(stages, run, recipes[run], cfg.budget_flops, cfg.eval_fractions)
             for u in finetune_units(cfg, v, recipes[run], cks, run, lrs_of(cfg, recipes[v.name], data)):
                 if stages.get(_stage(u), u.fingerprint) is None:
                     todo.append(u)
                 else:
                     progress.advance(u.weight, cached=True)
+    runs.require_weights({u.variant: u.checkpoint for u in todo}, "fine-tunings still to run")
     jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
 
     def store(done: tuple[FinetuneUnit, dict]) -> None:
@@ -288,8 +317,8 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     fp = recipe_fingerprint(recipe)
     res = VariantResult(name=v.name, spec=v.to_dict(), run_dir=str(run_dir),
                         pretrain=Pretraining.from_json(stages.get(StageKey.pretrain(v.name), fp)),
-                        checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
-                        curve=measure.read_metrics(run_dir / "metrics.jsonl"))
+                        checkpoints=runs.checkpoints(stages, v.name, recipe, cfg.budget_flops, cfg.eval_fractions),
+                        curve=runs.curve(stages, v.name, recipe))
     for u in finetune_units(cfg, v, recipe, res.checkpoints, lrs=lrs_of(cfg, recipe, data)):
         res.finetune[u.key] = stages.get(_stage(u), u.fingerprint)  # finetune_all ran them
     res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages, lrs_of(cfg, recipe, data), data,
@@ -340,8 +369,9 @@ def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig,
     """The checkpoints, curves and fine-tunings of variant ``v``'s run from pretraining seed ``seed``."""
     run_dir = Path(recipe.trainer.run_dir)
     rep = Replica(seed=seed, run_dir=str(run_dir),
-                  checkpoints=measure.checkpoints_at(run_dir, cfg.budget_flops, cfg.eval_fractions),
-                  curve=measure.read_metrics(run_dir / "metrics.jsonl"))
+                  checkpoints=runs.checkpoints(stages, run_name(v.name, seed), recipe, cfg.budget_flops,
+                                               cfg.eval_fractions),
+                  curve=runs.curve(stages, run_name(v.name, seed), recipe))
     for u in finetune_units(cfg, v, recipe, rep.checkpoints, run_name(v.name, seed), lrs):
         rep.finetune[u.key] = stages.get(_stage(u), u.fingerprint)
     if cfg.blimp and data is not None:  # the last checkpoint only: the paired comparisons read it
