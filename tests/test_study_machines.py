@@ -43,6 +43,7 @@ def test_a_runs_machines_are_read_from_its_run_records_old_and_new(tmp_path):
         {"split": "run", "step": 0, "precision": "bf16", "probe": ZEN4},  # before the field
         {"split": "train", "step": 10, "loss": 5.0},
         {"split": "run", "step": 10, "machine": "AMD EPYC / AVX512", "precision": "bf16"},  # resumed here
+        {"split": "run", "step": 15, "threads": 2},  # not a restart: the run took up freed cores
         {"split": "run", "step": 20, "machine": XEON, "precision": "bf16"},  # resumed on another kind
         {"split": "run", "step": 30, "machine": XEON, "precision": "fp32"},  # and in another precision
         {"split": "run", "step": 40, "precision": "fp32"},  # no probe: fp32 was asked for

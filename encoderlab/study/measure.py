@@ -47,7 +47,7 @@ def read_metrics(path: Path) -> Curve:
             r = json.loads(line)
             if r.get("split") in recs:
                 recs[r["split"]][r["step"]] = r
-            elif r.get("split") == "run":
+            elif r.get("split") == "run" and "precision" in r:  # a (re)start; a bare one notes a thread change
                 m = {"step": r["step"], "machine": run_machine(r), "precision": r.get("precision")}
                 if not machines or {**machines[-1], "step": m["step"]} != m:  # a change of machine or precision
                     machines.append(m)
