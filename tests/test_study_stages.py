@@ -16,6 +16,7 @@ FORMATS = [
     (StageKey.data(), "data"),
     (StageKey.mlm_baselines(), "mlm_baselines"),
     (StageKey.speed(), "speed"),
+    (StageKey.speed(("bert", "electra")), "speed:bert,electra"),
     (StageKey.pretrain("bert"), "pretrain:bert"),
     (StageKey.pretrain("bert@seed1"), "pretrain:bert@seed1"),
     (StageKey.measure("albert"), "measure:albert"),

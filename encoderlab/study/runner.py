@@ -50,6 +50,7 @@ from encoderlab.study.results import Measure, Pretraining, Replica, Speed, Study
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.baselines import count_baselines
 from encoderlab.train.config import PretrainConfig
+from encoderlab.train.init import resolve_model
 
 
 def run_study(cfg: StudyConfig, *, log=print) -> dict:
@@ -410,10 +411,10 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
     threads = cfg.threads_per_job()
     timed = {n: r for n, r in recipes.items() if not r.objective.two_stage_generator_steps}
     finals = {n: r.checkpoints[max(cfg.eval_fractions)].path for n, r in variants.items()}
-    # Each deployed encoder is loaded once: its width picks the latency precisions, then it is timed.
-    encoders = {n: measure.deployed_encoder(ck) for n, ck in finals.items()} if cfg.latency else {}
-    dtypes = speed.latency_precisions(cfg.base.trainer.precision, [e.config for e in encoders.values()]) \
-        if encoders else ()
+    # The latency precisions follow the widest encoder, read from the recipes: a machine with the stage
+    # records but not the weights finds the stage without loading a checkpoint.
+    widths = [resolve_model(r.model, r.init, cfg.vocab_size).encoder for r in recipes.values()]
+    dtypes = speed.latency_precisions(cfg.base.trainer.precision, widths) if cfg.latency and widths else ()
     key_fp = fingerprint({n: r.to_dict() for n, r in timed.items()}, finals, threads, cfg.latency,
                          cfg.speed_seconds, dtypes)
 
@@ -423,13 +424,16 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
         try:
             got = {"threads": torch.get_num_threads(), "rounds": speed.ROUNDS,
                    "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
-            if encoders:
+            if cfg.latency:
+                runs.require_weights(finals, "inference latency still to time")
+                encoders = {n: measure.deployed_encoder(ck) for n, ck in finals.items()}
                 got[LATENCY_MS] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4, dtypes=dtypes)
             return got
         finally:
             torch.set_num_threads(before)
 
-    got = stages.cached(StageKey.speed(), key_fp, time_all, progress=progress, weight=measure_weight(cfg),
+    got = stages.cached(StageKey.speed(tuple(variants)), key_fp, time_all, progress=progress,
+                        weight=measure_weight(cfg),
                         label=f"speed: every variant's training step{' and inference' if cfg.latency else ''}, "
                               f"side by side")
     for name, r in variants.items():

@@ -47,8 +47,10 @@ class StageKey:
         return cls("mlm_baselines")
 
     @classmethod
-    def speed(cls) -> StageKey:
-        return cls("speed")
+    def speed(cls, variants: tuple[str, ...] = ()) -> StageKey:
+        """The side-by-side timing of these variants: one record per variant set, so the parts of a study
+        that share an out_dir keep theirs (a record without variants is from before that)."""
+        return cls("speed", ",".join(variants) or None)
 
     @classmethod
     def pretrain(cls, run: str) -> StageKey:
@@ -102,8 +104,10 @@ class StageKey:
     # ---- the string in stages.json (the on-disk format: never change one) -----------------------
     def __str__(self) -> str:
         k = self.kind
-        if k in ("data", "mlm_baselines", "speed"):
+        if k in ("data", "mlm_baselines"):
             return k
+        if k == "speed":
+            return k if self.run is None else f"{k}:{self.run}"
         if k in ("pretrain", "measure"):
             return f"{k}:{self.run}"
         if k in ("zeroshot", "blimp"):
