@@ -344,8 +344,12 @@ def _machines_note(V: dict[str, VariantResult]) -> str:
 def _claims_section(claims: list, signal: dict | None = None) -> list[str]:
     """signal: judge.task_signal's {task: (carries signal, estimate)}; None or empty: no control ran."""
     lines = ["## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
-    ests = [x.estimate for c in claims for x in c.comparisons if x.estimate is not None]
-    if ests and all(e.fine_tuning_noise_only for e in ests):
+    # the fine-tuning comparisons' estimates (the probes' claims 12 and 13 compare stored summaries)
+    ests = [x.estimate for c in claims if c.claim not in (12, 13) for x in c.comparisons if x.estimate is not None]
+    if not ests and signal and not any(ok for ok, _ in signal.values()):
+        lines += ["**No task carries signal in this study** (table below), so no comparison has a task to aggregate: "
+                  "every verdict that reads fine-tuning scores is inconclusive for want of a task, not of seeds.", ""]
+    elif ests and all(e.fine_tuning_noise_only for e in ests):
         lines += ["**Every variant was pretrained once (pretrain_seeds: 1): the intervals cover fine-tuning noise "
                   "only, not the variation between pretraining runs** (the same recipe pretrained twice scored 0.438 "
                   "and 0.423 in docs/studies/claims-rope and claims-rope-sentence), so a verdict here is about these "
