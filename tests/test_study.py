@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -147,13 +148,50 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     assert report["controls"]["blimp"]["n"] == 6 and "BLiMP dev (2 of 67 paradigms), zero-shot (6 pairs" in text
     rz = bert.replicas[0].measure.blimp  # the second run's last checkpoint, pair by pair
     assert set(rz) == {"1"} and len(rz["1"]["networks"]["mlm"]["correct"]) == 6 and "blimp:bert@seed1@1" in stages.data
-    # Forget a fine-tuning stage of the second run, as if the study had been killed during it.
+    # Forget a fine-tuning stage of the second run, as if the study had been killed during it; and the
+    # record of the first run's pretraining, as a stage written before records (it is written again).
+    record = {k: stages.data["pretrain:bert"]["result"].pop(k) for k in ("checkpoints", "curve")}
+    assert [c[1] for c in record["checkpoints"]] and record["curve"]["eval"]  # kept as the run finished
+    assert len(stages.data["data"]["result"]["tokenizer_sha256"]) == 64
     del stages.data["finetune:bert@seed1:1.0:demo"]
     stages.path.write_text(json.dumps(stages.data))
-    _, lines = _run(tmp_path, pretrain_seeds=2, **more)
+    report, lines = _run(tmp_path, pretrain_seeds=2, **more)
     assert [ln.split("] ", 1)[1] for ln in lines if "fine-tune bert" in ln] == [
         "fine-tune bert@seed1 at 1 of the budget on demo (2 seeds)"]
     assert not any("pretrain bert" in ln for ln in lines)
+    assert {k: json.loads(stages.path.read_text())["pretrain:bert"]["result"][k] for k in record} == record
+
+    # A fresh clone: only stages.json, no run folder, no token store or tokenizer (study/runs.py). The
+    # data is prepared again and checked, every stage read from the records, nothing trained.
+    shutil.move(out / "runs", tmp_path / "runs-elsewhere")
+    shutil.move(out / "data", tmp_path / "data-elsewhere")
+    again, lines = _run(tmp_path, pretrain_seeds=2, **more)
+    assert not any("pretrain bert" in ln or "fine-tune" in ln for ln in lines)
+    assert any("preparing it again" in ln for ln in lines)
+    assert again["variants"] == report["variants"] and again["claims"] == report["claims"]
+    assert again["controls"] == report["controls"]
+    with pytest.raises(ConfigError, match=r"bert \(.*step-.*\).*not on this machine.*'pretrain:'"):
+        _run(tmp_path, pretrain_seeds=2, **more, seeds=3)  # more seeds need the weights: the runs are named
+
+
+def test_data_prepared_again_must_be_the_data_the_stages_record(tmp_path, monkeypatch):
+    """On a machine without the token store the study prepares it again; another token count or
+    tokenizer (another corpus or vocabulary) stops it before a recorded run is read or continued."""
+    from encoderlab.study import runner
+
+    made = iter([{"tokens": 10, "tokenizer_sha256": d * 64} for d in "aaab"])  # b: another tokenizer
+    monkeypatch.setattr(runner, "_prepare", lambda *a: {"store": str(tmp_path / "store"), "tokenizer": "tok",
+                                                        "demo_task": None, **next(made)})
+
+    class Quiet:
+        def stage(self, *a):
+            pass
+
+    cfg, stages = StudyConfig.from_dict({**BASE, "out_dir": str(tmp_path)}), Stages(tmp_path / "stages.json")
+    first = runner.prepare_data(cfg, tmp_path, stages, Quiet())  # prepared (its store never appears: again)
+    assert runner.prepare_data(cfg, tmp_path, stages, Quiet()) == first  # prepared again: the same data
+    with pytest.raises(ConfigError, match=f"tokenizer_sha256: recorded '{'a' * 64}', here '{'b' * 64}'"):
+        runner.prepare_data(cfg, tmp_path, stages, Quiet())
 
 
 def test_parallel_pretraining_and_finetuning_equal_sequential_and_speed_is_timed_side_by_side(tmp_path):
