@@ -107,20 +107,19 @@ def main() -> None:
                          f"{[v.name for v in cfg.variants]})")
     if skip:
         cfg = only(cfg, [v.name for v in cfg.variants if v.name not in skip])
-    if args.rates and args.out and retime:  # these variants' rates again, against bert timed beside them
+    if retime and not (args.rates and args.out):
+        raise SystemExit("--retime needs --rates (the file to update) and --out (a study folder to time in)")
+    if args.rates:
         measured = json.loads(args.rates.read_text())
-        again = measure_rates(only(full, ["bert", *retime]), args.out, args.rounds)
-        measured.update({n: measured["bert"] * again[n] / again["bert"] for n in retime})
-        if args.save:
-            args.save.write_text(json.dumps(measured, indent=1) + "\n")
-    elif args.rates:
-        measured = json.loads(args.rates.read_text())
+        if retime:  # these variants' rates again, against bert timed beside them, in the file's scale
+            again = measure_rates(only(full, ["bert", *retime]), args.out, args.rounds)
+            measured.update({n: measured["bert"] * again[n] / again["bert"] for n in retime})
     elif args.out:
         measured = measure_rates(full, args.out, args.rounds)
-        if args.save:
-            args.save.write_text(json.dumps(measured, indent=1) + "\n")
     else:
         raise SystemExit("give --out (to time the steps) or --rates")
+    if args.save and (retime or not args.rates):
+        args.save.write_text(json.dumps(measured, indent=1) + "\n")
     record = json.loads(Path(args.bert_record).read_text())
     bert_rate = record["reached"]["flops"] / record["reached"]["seconds"]
     rates = {name: r / measured["bert"] * bert_rate for name, r in measured.items()}  # FLOP/s at BERT's record

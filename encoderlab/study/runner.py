@@ -123,7 +123,7 @@ def check_machines(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages:
                 if kind not in (here, "not recorded"):
                     elsewhere.setdefault(kind, []).append(n)
         if elsewhere:
-            ran = "; ".join(f"{', '.join(runs)} on {kind!r}" for kind, runs in elsewhere.items())
+            ran = "; ".join(f"{', '.join(there)} on {kind!r}" for kind, there in elsewhere.items())
             raise ConfigError(f"variant {v.name!r}: {ran}, and {', '.join(todo)} would run here, on {here!r}. A "
                               "variant's pretraining runs are its replicates, so they run on one kind of machine: "
                               "finish it on one of that kind, or set mixed_machines: true in the study (the report "
