@@ -68,7 +68,7 @@ def test_the_claims_study_is_run_in_parts_that_are_its_own_recipes():
     study's variants and recipe family as they are, so its runs are the built-in study's."""
     claims = load_study("claims")
     theirs = {v.name: v for v in claims.variants}
-    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator", "claims-albert"}
+    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator", "claims-albert", "claims-sharing-sentence"}
     for path in PARTS:
         part = StudyConfig.from_yaml(path)
         assert all(v == theirs[v.name] for v in part.variants), path
@@ -95,7 +95,7 @@ def test_claim_6s_part_varies_the_generators_width_at_the_discriminators_depth()
         assert model.generator_multiplier == float(num) / float(den or 1)
 
 
-@pytest.mark.parametrize("part", ["claims-arms", "claims-generator", "claims-albert"])
+@pytest.mark.parametrize("part", ["claims-arms", "claims-generator", "claims-albert", "claims-sharing-sentence"])
 def test_every_run_of_a_part_is_the_claims_studys_so_its_stages_are_reused(stand_in_store, part):
     from encoderlab.study.plan import plan, recipe_fingerprint
 
