@@ -136,7 +136,7 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     assert 0 <= report["baselines"]["demo"]["bow"] <= 1 and {"control:demo", "bow:demo"} <= set(stages.data)
     text = (out / "report.md").read_text()
     assert "| random init (bert's architecture, no pretraining) |" in text and "| bag-of-words" in text
-    assert "| task | pretrained - random init | 95% interval | signal |" in text
+    assert "| variant | BLiMP dev (2 of 67 paradigms) | demo |\n|---|---|---|\n| bert | " in text
     lr = report["data"]["learning_rates"]["bert-128"]["demo"]  # chosen on held-out training data, then used
     assert set(lr["heldout"]) == {"0.001", "0.0001"} and lr["chosen"] in (1e-3, 1e-4) and lr["variant"] == "bert"
     assert {r["learning_rate"] for r in (bert.finetune[FinetuneKey("demo", 1.0)],

@@ -68,7 +68,8 @@ def test_the_claims_study_is_run_in_parts_that_are_its_own_recipes():
     study's variants and recipe family as they are, so its runs are the built-in study's."""
     claims = load_study("claims")
     theirs = {v.name: v for v in claims.variants}
-    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator", "claims-albert", "claims-sharing-sentence"}
+    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator", "claims-albert",
+                                              "claims-sharing-sentence"}
     for path in PARTS:
         part = StudyConfig.from_yaml(path)
         assert all(v == theirs[v.name] for v in part.variants), path

@@ -148,3 +148,36 @@ def test_bootstrap_counts_equal_the_direct_count():
 
     idx = np.random.default_rng(0).integers(0, 7, (50, 7))
     assert (_counts(idx, 7) == (idx[:, :, None] == np.arange(7)).sum(1)).all()
+
+
+def test_a_claims_tasks_are_those_its_own_variants_learn_whatever_else_the_study_ran():
+    """bert and electra learn CoLA (0.10, 0.08 against fresh weights' 0.0); four generator widths sit
+    below fresh weights (-0.10). Pooled over the whole study CoLA would carry no signal and claim 5a no
+    task; pooled over each claim's own variants, 5a keeps CoLA (and reads as it does in a study without
+    the widths), claim 6 has none and says so without a number."""
+    from encoderlab.study.config import ClaimRoles
+
+    rng = np.random.default_rng(1)
+    sizes = {"1/8": "g8", "1/4": "g4", "1/2": "g2", "1": "g1"}
+    v = {"bert": _variant("bert", 0.10, 0.70, rng), "electra": _variant("electra", 0.08, 0.70, rng)}
+    widths = {n: _variant(n, -0.10, 0.70, rng) for n in sizes.values()}
+    controls = {"variant": "bert", "tasks": {"cola": _ft(0.0, rng), "mrpc": _ft(0.70, rng)}}
+    assert task_signal(v | widths, controls, draws=300)["cola"][0] is False  # the whole study pooled
+    roles = ClaimRoles(generator_sizes=sizes)
+    alone = {str(c.claim): c for c in evaluate_claims(v, roles, controls=controls, draws=300)}
+    claims = {str(c.claim): c for c in evaluate_claims(v | widths, roles, controls=controls, draws=300)}
+    five = claims["5a"]
+    assert {t: ok for t, (ok, _) in five.signal.items()} == {"cola": True, "mrpc": False}
+    assert five.verdict == alone["5a"].verdict == "does not hold"
+    assert five.numbers["electra - bert"] == pytest.approx(alone["5a"].numbers["electra - bert"]) == pytest.approx(
+        -0.02, abs=0.005)
+    six = claims["6"]
+    assert not any(ok for ok, _ in six.signal.values()) and six.verdict == "inconclusive"
+    assert all(x.estimate is None for x in six.comparisons) and six.numbers["generator 1/4"] is None
+    assert six.to_json()["signal"]["cola"]["signal"] is False
+    from encoderlab.study.report import _against_control, _claims_section
+
+    text = "\n".join(_claims_section(list(claims.values()), _against_control(v | widths, controls)))
+    assert text.count("In its aggregates: cola; no signal for these variants: mrpc*") == 1  # 5a (5b: no 1/4 run)
+    assert "In its aggregates: no task; no signal for these variants: cola, mrpc*" in text  # claim 6
+    assert "| variant | cola | mrpc |" in text and "| g8 | -0.09" in text

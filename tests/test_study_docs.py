@@ -43,3 +43,30 @@ def test_figures_issue_32_found_misquoted_match_their_reports():
             for f in ("claims-rope", "claims-rope-sentence")]
     assert f"{held[0]} there, {held[1]} here" in sentence and "numerics differ by CPU kind" not in sentence
     assert "1.06-1.26x" not in (ROOT / "docs" / "results.md").read_text()
+
+
+def test_every_interval_the_docs_quote_is_one_a_committed_report_derives():
+    """A "difference [low, high]" in docs/results.md or a study's README is, to the third decimal, an
+    estimate that the present code derives from a committed report.json: a comparison, a per-task row,
+    a claim's signal test or a variant against the random-init control. A figure of a superseded rule
+    or a hand-computed one fails here: quote it without its interval, saying what it was."""
+    from encoderlab.study.report import _against_control
+
+    def rounded(e):
+        return tuple(round(e[k], 3) for k in ("diff", "lo", "hi"))
+
+    known = set()
+    for path in sorted((ROOT / "docs" / "studies").glob("*/report.json")):
+        results = StudyResults.from_json(json.loads(path.read_text()))
+        for c in claims_of(results.config, results):
+            c = c.to_json()
+            known |= {rounded(x["estimate"]) for x in c.get("comparisons", []) if "estimate" in x}
+            known |= {rounded(t["estimate"]) for x in c.get("comparisons", []) for t in x["per_task"].values()
+                      if "estimate" in t}
+            known |= {rounded(t["estimate"]) for t in c.get("signal", {}).values() if "estimate" in t}
+        known |= {rounded(e.to_json()) for tests in _against_control(results.variants, results.controls).values()
+                  for _, e in tests.values() if e is not None}
+    quoted = re.compile(r"([+-]\d\.\d{3}) (?:[A-Za-z]+ )?\[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\]")
+    for doc in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
+        for m in quoted.finditer(doc.read_text()):
+            assert tuple(float(x) for x in m.groups()) in known, (doc.relative_to(ROOT), m.group(0))

@@ -52,6 +52,7 @@ class Claim:
     compared: list[str] = field(default_factory=list)  # the variants whose learning the verdict rests on
     plateau: list[str] = field(default_factory=list)  # of those, the ones still on the unigram plateau
     comparisons: list[Comparison] = field(default_factory=list)
+    signal: dict = field(default_factory=dict)  # task -> (carries signal for compared, estimate): Judge.among
     kind: str = ""  # SANITY for claims true by construction
     published: str = ""  # the paper's figure this claim corresponds to
     compute: str = ""  # the study's budget against the paper's
@@ -60,7 +61,9 @@ class Claim:
         d = asdict(self)
         del d["compared"]
         d["comparisons"] = [c.to_json() for c in self.comparisons]
-        for k in ("comparisons", "kind", "published", "compute"):
+        d["signal"] = {t: {"signal": ok, **({"estimate": e.to_json()} if e else {})}
+                       for t, (ok, e) in self.signal.items()}
+        for k in ("comparisons", "signal", "kind", "published", "compute"):
             if not d[k]:
                 del d[k]
         if not isinstance(self.claim, int) or self.claim < 4 or self.verdict == "not run" or self.kind:
@@ -164,7 +167,14 @@ def training_speed(j: Judge, r: ClaimRoles) -> Claim:
 
 
 def _ran(j: Judge, *names: str | None) -> bool:
-    return all(n in j.v and j.mean(n) is not None for n in names)
+    return all(j.ran(n) for n in names)
+
+
+def _scope(j: Judge, c: Claim) -> Judge:
+    """The judge of claim c: its tasks are those c.compared learn (Judge.among); the test is kept on c
+    for the report."""
+    j, c.signal = j.among(c.compared)
+    return j
 
 
 def albert_quality(j: Judge, r: ClaimRoles) -> Claim:
@@ -174,13 +184,13 @@ def albert_quality(j: Judge, r: ClaimRoles) -> Claim:
               compared=[r.bert, r.albert])
     if not _ran(j, r.bert, r.albert):
         return c
+    pairs = [(r.bert, r.albert)] + [(b, a) for b, a in r.width_pairs if (b, a) != (r.bert, r.albert) and _ran(j, b, a)]
+    c.compared = [n for p in pairs for n in p]
+    j = _scope(j, c)
     c.numbers = {"albert": j.mean(r.albert), "bert": j.mean(r.bert)}
-    for bn, an in [(r.bert, r.albert)] + [p for p in r.width_pairs if tuple(p) != (r.bert, r.albert)]:
+    for bn, an in pairs:
         if (bn, an) != (r.bert, r.albert):
-            if not _ran(j, bn, an):
-                continue
             c.numbers.update({an: j.mean(an), bn: j.mean(bn)})
-            c.compared += [bn, an]
         c.comparisons.append(j.compare(f"{bn} - {an}", bn, an))
         main = (bn, an) == (r.bert, r.albert)
         c.numbers["albert - bert" if main else f"{an} - {bn}"] = -_diff(c.comparisons[-1])
@@ -210,6 +220,7 @@ def electra_beats_bert(j: Judge, r: ClaimRoles) -> Claim:
     c = Claim("5a", "ELECTRA beats BERT at equal pretraining FLOPs", "not run", compared=[r.bert, r.electra])
     if not _ran(j, r.bert, r.electra):
         return c
+    j = _scope(j, c)
     cmp = j.compare(f"{r.electra} - {r.bert}", r.electra, r.bert)
     c.comparisons = [cmp]
     c.numbers = {"electra": j.mean(r.electra), "bert": j.mean(r.bert), "electra - bert": _diff(cmp)}
@@ -229,6 +240,7 @@ def electra_quarter_compute(j: Judge, r: ClaimRoles) -> Claim:
         c.note = ("needs ELECTRA fine-tuned at 1/4 of the budget (finetune_fractions with 0.25); fine-tuned at "
                   + ", ".join(f"{f:g}" for f in j.v[r.electra].finetuned_fractions()))
         return c
+    j = _scope(j, c)  # the tasks the full-budget runs learn
     c.numbers = {"bert (full budget)": j.mean(r.bert)}
     for f in fracs:
         cmp = j.compare(f"{r.electra} at {f:g} - {r.bert} at 1", r.electra, r.bert, kind="at_least", a_fraction=f)
@@ -249,13 +261,15 @@ def generator_size(j: Judge, r: ClaimRoles) -> Claim:
     mid = [m for m in ("1/4", "1/2") if m in have]
     if len(have) < 3 or not mid:
         return c
+    j = _scope(j, c)
     depths = sorted({str(j.v[n].spec.get("model", {}).get("generator_layers") or "the discriminator's")
                      for n in have.values()})
     c.note = (f"generator depth in the variants compared: {', '.join(depths)} layers (the paper: the discriminator's "
               "depth, widths 1/8 to 1, equal steps; here equal FLOPs per variant, so a larger generator trains "
               "fewer steps)")
-    best = max(mid, key=lambda m: j.mean(have[m]))
-    c.numbers = {f"generator {m}": j.mean(n) for m, n in have.items()}
+    means = {m: j.mean(n) for m, n in have.items()}  # None where no task carries signal for the claim
+    best = max(mid, key=lambda m: -float("inf") if means[m] is None else means[m])
+    c.numbers = {f"generator {m}": x for m, x in means.items()}
     c.numbers["best of 1/4 and 1/2"] = best
     for m, n in have.items():
         if m not in mid:
@@ -276,10 +290,12 @@ def all_tokens(j: Judge, r: ClaimRoles) -> Claim:
               compared=list(roles.values()))
     if not _ran(j, r.bert, r.electra, r.all_tokens_mlm):
         return c
+    j = _scope(j, c)
     c.numbers = {k: j.mean(n) for k, n in roles.items() if _ran(j, n)}
-    gain = c.numbers["electra"] - c.numbers["bert"]  # a share of no gain, or of a loss, means nothing
+    gain = (None if c.numbers["electra"] is None or c.numbers["bert"] is None
+            else c.numbers["electra"] - c.numbers["bert"])  # a share of no gain, or of a loss, means nothing
     c.numbers["share of ELECTRA's gain recovered by All-Tokens-MLM"] = (
-        (c.numbers["all-tokens-mlm"] - c.numbers["bert"]) / gain if gain > 0 else None)
+        (c.numbers["all-tokens-mlm"] - c.numbers["bert"]) / gain if gain and gain > 0 else None)
     g = j.compare(f"{r.electra} - {r.bert}", r.electra, r.bert)
     e, b = j.scores(r.electra), j.scores(r.bert)
     midpoint = {}
@@ -337,6 +353,7 @@ def sentence_objectives(j: Judge, r: ClaimRoles) -> Claim:
     c = _scores_higher(10, "SOP is a better sentence-level objective than NSP (and NSP adds little over none)",
                        j, {"nsp": r.nsp, "sop": r.sop, "none": r.bert}, "sop", "nsp")
     if c.comparisons and _ran(j, r.bert):  # the second half, shown beside the verdict
+        j = _scope(j, c)
         c.comparisons.append(j.compare(f"{r.nsp} - {r.bert}", r.nsp, r.bert, kind="at_least"))
         c.note = f"NSP against none (matching within ±{j.margin:g}): {c.comparisons[-1].verdict}; the verdict is SOP's"
     return c
@@ -347,6 +364,7 @@ def _scores_higher(num: int, title: str, j: Judge, roles: dict[str, str | None],
     scores are shown beside them."""
     c = Claim(num, title, "not run", compared=list(roles.values()))
     if _ran(j, roles[better], roles[worse]):
+        j = _scope(j, c)
         cmp = j.compare(f"{roles[better]} - {roles[worse]}", roles[better], roles[worse])
         c.comparisons = [cmp]
         c.numbers = {k: j.mean(n) for k, n in roles.items() if _ran(j, n)}
@@ -363,6 +381,7 @@ def mask_proposal(j: Judge, r: ClaimRoles) -> Claim:
               compared=list(roles.values()))
     if not _ran(j, r.bert_proposal, r.electra):
         return c
+    j = _scope(j, c)
     cmp = j.compare(f"{r.bert_proposal} - {r.electra}", r.bert_proposal, r.electra, kind="at_least")
     c.comparisons = [cmp]
     c.numbers = {k: j.mean(n) for k, n in roles.items() if _ran(j, n)} | {"bert-proposal - electra": _diff(cmp)}
@@ -432,15 +451,18 @@ CLAIMS: list[Callable[[Judge, ClaimRoles], Claim]] = [
 
 
 def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | None = None, *,
-                    margin: float = 0.01, signal: dict[str, bool] | None = None, budget_flops: float | None = None,
-                    draws: int = stats.DRAWS) -> list[Claim]:
+                    margin: float = 0.01, controls: dict | None = None, signal: dict[str, bool] | None = None,
+                    budget_flops: float | None = None, draws: int = stats.DRAWS) -> list[Claim]:
     """Every claim over the variants' results; a run quality claim lists, under ``plateau``, the
     variants it compares that had not left the unigram plateau (baselines: the held-out unigram
-    and bigram accuracies). Holm's adjustment runs over every comparison of every claim."""
+    and bigram accuracies). Which tasks enter a claim's aggregates: those its compared variants learn
+    beyond the random-init control (``controls``, Judge.among), or a fixed ``signal`` for every claim
+    (task -> enters), or every task when neither is given. Holm's adjustment runs over every
+    comparison of every claim."""
     roles = roles or ClaimRoles()
     from encoderlab.study.claims_arms import ARM_CLAIMS  # it imports this module (Claim, the helpers)
 
-    judge = Judge(v, margin=margin, signal=signal, draws=draws)
+    judge = Judge(v, margin=margin, signal=signal, draws=draws, controls=controls)
     out = []
     for claim in CLAIMS + ARM_CLAIMS:
         c = claim(judge, roles)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from encoderlab.study import stats
-from encoderlab.study.claims import Claim, _diff, _ran
+from encoderlab.study.claims import Claim, _diff, _ran, _scope
 from encoderlab.study.config import ClaimRoles
 from encoderlab.study.judge import Comparison, Judge, combined
 from encoderlab.study.metrics import EVAL_CLM_ACCURACY, EVAL_MLM_ACCURACY
@@ -67,6 +67,7 @@ def hybrid_encoder(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> Claim:
               "not run", compared=[r.bert, g], published=PUBLISHED_ARMS[15])
     if not _ran(j, r.bert, g):
         return c
+    j = _scope(j, c)
     cmp = j.compare(f"{g} - {r.bert}", g, r.bert, kind="at_least")
     c.comparisons = [cmp]
     c.numbers = {"gpt-bert": j.mean(g), "bert": j.mean(r.bert), "gpt-bert - bert": _diff(cmp)}
@@ -85,9 +86,10 @@ def causal_then_masked(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> Claim:
     is shown beside it when the clm control ran."""
     ctm = arms.clm_then_mlm
     c = Claim(16, "Causal-then-masked pretraining beats masked-only at a fixed budget", "not run",
-              compared=[r.bert, ctm], published=PUBLISHED_ARMS[16])
+              compared=[r.bert, ctm, arms.clm], published=PUBLISHED_ARMS[16])
     if not _ran(j, r.bert, ctm):
         return c
+    j = _scope(j, c)
     cmp = j.compare(f"{ctm} - {r.bert}", ctm, r.bert)
     c.comparisons = [cmp]
     c.numbers = {"clm-then-mlm": j.mean(ctm), "bert": j.mean(r.bert), "clm-then-mlm - bert": _diff(cmp)}

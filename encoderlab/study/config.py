@@ -184,8 +184,8 @@ class StudyConfig(Config):
     # eval_fractions): claim 5b fine-tunes the ELECTRA role at 1/4 and 1/2 of the budget, no one else.
     extra_finetune_fractions: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     # The no-pretraining control: the bert role's architecture (else the first variant's) fine-tuned
-    # from fresh weights on every task, with the same seeds. A task enters the claims' aggregates only
-    # when the pretrained variants beat it beyond its interval (study/judge.task_signal).
+    # from fresh weights on every task, with the same seeds. A task enters a claim's aggregates only
+    # when the variants that claim compares, pooled, beat it beyond its interval (study/judge.Judge.among).
     random_control: bool = False
     # A folder of BLiMP paradigm files (../shared/data/blimp: 36 of the 67, "BLiMP dev") scored zero-shot
     # at every checkpoint of each variant's seed-0 run and the last of every further pretraining run,

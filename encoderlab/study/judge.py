@@ -1,9 +1,11 @@
 """A claim's comparisons: each one the difference of two variants' scores with its estimate
 (study/stats.py), verdict and per-task rows; Judge holds what every comparison of a report shares (the
-variants, the equivalence margin, which tasks enter the aggregates)."""
+variants, the equivalence margin, the random-init control) and, scoped to one claim (Judge.among),
+which tasks enter that claim's aggregates."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -38,12 +40,37 @@ class Comparison:
 @dataclass
 class Judge:
     """What every quality claim compares with: the variants, the equivalence margin, which tasks enter
-    the aggregates (``signal``: task -> whether it carries signal; None: every task), bootstrap draws."""
+    the aggregates (``signal``: task -> whether it carries signal; None: every task), bootstrap draws,
+    and the random-init control (``controls``, the study's) from which among() decides ``signal`` per claim."""
 
     v: V
     margin: float = 0.01
     signal: dict[str, bool] | None = None
     draws: int = stats.DRAWS
+    controls: dict | None = None
+    _tested: dict = field(default_factory=dict, repr=False)  # variant names -> task_signal, shared by copies
+
+    def among(self, names: list[str | None]) -> tuple[Judge, dict[str, tuple[bool, stats.Estimate | None]]]:
+        """The judge of one claim and its signal test: a task enters the claim's aggregates when the
+        variants it compares (``names``), pooled with equal weights, beat the random-init control beyond
+        the 95% interval. Pooling a claim's own variants, not the study's, keeps a claim's tasks from
+        depending on which other variants a study ran (pooled with claim 6's four generator widths, CoLA
+        lost the signal that bert and electra alone carry, and claim 5a's verdict moved); and the equal-
+        weight mean of the compared variants is orthogonal to every difference between them, so choosing
+        tasks by it favours neither side of a comparison (for equal variances). A signal fixed by the
+        caller, or no control, leaves the judge as it is ({} as the test)."""
+        if self.signal is not None or not self.controls:
+            return self, {}
+        key = tuple(sorted({n for n in names if n in self.v}))
+        if key not in self._tested:
+            self._tested[key] = task_signal(self.v, self.controls, self.draws, names=key)
+        tested = self._tested[key]
+        return dataclasses.replace(self, signal={t: ok for t, (ok, _) in tested.items()}), tested
+
+    def ran(self, name: str | None) -> bool:
+        """Whether a variant was fine-tuned, whichever of its tasks enter the aggregates."""
+        r = self.v.get(name) if name is not None else None
+        return r is not None and bool(r.seed_scores() or r.final_score())
 
     def zero_shot(self, name: str) -> tuple[str, np.ndarray] | None:
         """(label, (P, N) per-pair outcomes of each pretraining run that has them) of a variant's BLiMP
@@ -68,7 +95,9 @@ class Judge:
         got = self.scores(name, fraction, unshared)
         if got:
             return float(np.mean([x.mean() for x in got.values()]))
-        fs = self.v[name].final_score(unshared=unshared) if name in self.v and fraction is None else None
+        if name not in self.v or fraction is not None or self.v[name].seed_scores(unshared=unshared):
+            return None  # per-seed scores, none of whose tasks carries signal: no aggregate
+        fs = self.v[name].final_score(unshared=unshared)
         return fs["median"] if fs else None
 
     def compare(self, label: str, a: str, b: str, *, kind: stats.Kind = "greater", a_fraction: float | None = None,
@@ -94,12 +123,14 @@ class Judge:
         return Comparison(label, kind, e, stats.verdict(e, kind, self.margin), per)
 
 
-def task_signal(v: V, controls: dict, draws: int = stats.DRAWS) -> dict[str, tuple[bool, stats.Estimate | None]]:
-    """Per task with a random-init control: whether the pretrained variants beat it beyond the 95%
-    interval (signal), and the estimate. The pretrained side pools every variant's last fine-tuning of
-    the task (each variant's mean over its pretraining runs, per fine-tuning seed, averaged over the
-    variants), paired with the control by fine-tuning seed."""
+def task_signal(v: V, controls: dict, draws: int = stats.DRAWS, names: tuple[str, ...] | None = None
+                ) -> dict[str, tuple[bool, stats.Estimate | None]]:
+    """Per task with a random-init control: whether the pretrained variants (``names``; None: every
+    variant) beat it beyond the 95% interval (signal), and the estimate. The pretrained side pools
+    their last fine-tuning of the task (each variant's mean over its pretraining runs, per fine-tuning
+    seed, averaged over the variants), paired with the control by fine-tuning seed."""
     out = {}
+    v = v if names is None else {n: v[n] for n in names if n in v}
     for task, ctrl in (controls or {}).get("tasks", {}).items():
         rows = [x[task].mean(0) for r in v.values() if task in (x := r.seed_scores())]
         if not rows or not ctrl.get("per_seed"):

@@ -341,14 +341,17 @@ def _machines_note(V: dict[str, VariantResult]) -> str:
     return text + ". A comparison of variants pretrained on different kinds also compares the machines." + tuning
 
 
-def _claims_section(claims: list, signal: dict | None = None) -> list[str]:
-    """signal: judge.task_signal's {task: (carries signal, estimate)}; None or empty: no control ran."""
+def _claims_section(claims: list, against: dict | None = None) -> list[str]:
+    """against: each variant's test against the random-init control ({variant: judge.task_signal of it
+    alone}, for reference); None or empty: no control ran, every task enters every aggregate."""
     lines = ["## Claims", "", f"Statistical rule for every comparison below: {RULE}", ""]
     # the fine-tuning comparisons' estimates (the probes' claims 12 and 13 compare stored summaries)
     ests = [x.estimate for c in claims if c.claim not in (12, 13) for x in c.comparisons if x.estimate is not None]
-    if not ests and signal and not any(ok for ok, _ in signal.values()):
-        lines += ["**No task carries signal in this study** (table below), so no comparison has a task to aggregate: "
-                  "every verdict that reads fine-tuning scores is inconclusive for want of a task, not of seeds.", ""]
+    tested = [c for c in claims if c.signal]
+    if not ests and tested and not any(ok for c in tested for ok, _ in c.signal.values()):
+        lines += ["**No claim's variants learn a task beyond the random-init control** (each claim's test below it), "
+                  "so no comparison has a task to aggregate: every verdict that reads fine-tuning scores is "
+                  "inconclusive for want of a task, not of seeds.", ""]
     elif ests and all(e.fine_tuning_noise_only for e in ests):
         lines += ["**Every variant was pretrained once (pretrain_seeds: 1): the intervals cover fine-tuning noise "
                   "only, not the variation between pretraining runs** (the same recipe pretrained twice scored 0.438 "
@@ -358,24 +361,33 @@ def _claims_section(claims: list, signal: dict | None = None) -> list[str]:
         runs = sorted({n for e in ests for n in e.runs})
         lines += [f"Pretraining runs per variant: {', '.join(map(str, runs))}; with so few, a bootstrap interval "
                   "is approximate (no t-like widening).", ""]
-    if not signal:
+    if not against:
         lines += ["Every task enters the aggregates: the study has no random-init control to test which tasks "
                   "carry signal.", ""]
     else:
-        apart = sorted(t for t, (ok, _) in signal.items() if not ok)
-        lines += ["A task enters a claim's aggregate only when the pretrained variants (every variant's last "
-                  "fine-tuning, pooled) beat the randomly initialised encoder of the same shape beyond the 95% "
-                  "interval of the difference. "
-                  + (f"**No signal at this scale** (reported apart, in no aggregate): {', '.join(apart)}."
-                     if apart else "Every task carries signal."), "",
-                  "| task | pretrained - random init | 95% interval | signal |", "|---|---|---|---|"]
-        lines += [f"| {t} | " + (f"{e.diff:+.4f} | [{e.lo:+.4f}, {e.hi:+.4f}]" if e else "– | –")
-                  + f" | {'yes' if ok else 'no signal at this scale'} |" for t, (ok, e) in sorted(signal.items())]
+        tasks = sorted({t for tests in against.values() for t in tests})
+        lines += ["A task enters a claim's aggregates only when the variants that claim compares, pooled with equal "
+                  "weights (each one's mean over its pretraining runs), beat the randomly initialised encoder of the "
+                  "same shape beyond the 95% interval of the difference, paired by fine-tuning seed; each claim "
+                  "lists its test. A claim's tasks so depend on its own variants, not on which others the study ran, "
+                  "and the equal-weight mean of the compared variants is orthogonal to every difference between "
+                  "them, so choosing tasks by it favours neither side. Each variant against the control, for "
+                  "reference (✓ beyond the interval):", "",
+                  "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+        lines += [f"| {n} | " + " | ".join(_signal_cell(tests.get(t)) for t in tasks) + " |"
+                  for n, tests in against.items()]
         lines.append("")
     for c in claims:
         lines.append(f"### {c.claim}. {c.title}")
         label = f" ({c.kind})" if c.kind else " (by the rule above)" if c.comparisons else ""
         lines.append(f"**Verdict: {c.verdict}**{label}" + (f" — {c.note}" if c.note else ""))
+        if c.signal:
+            kept = [t for t, (ok, _) in sorted(c.signal.items()) if ok]
+            apart = [t for t, (ok, _) in sorted(c.signal.items()) if not ok]
+            lines.append("*Its variants pooled against random init: "
+                         + "; ".join(f"{t} {_signal_cell(c.signal[t])}" for t in kept + apart)
+                         + f". In its aggregates: {', '.join(kept) or 'no task'}"
+                         + (f"; no signal for these variants: {', '.join(apart)}*" if apart else "*"))
         if c.published:
             lines.append(f"*Published: {c.published}.*" + (f" *Compute: {c.compute}.*" if c.compute else ""))
         if c.plateau:
@@ -393,6 +405,19 @@ def _claims_section(claims: list, signal: dict | None = None) -> list[str]:
             lines.append(f"- {k}: {_fmt(val)}")
         lines.append("")
     return lines
+
+
+def _signal_cell(test: tuple | None) -> str:
+    """A task_signal entry (carries signal, estimate) as "+0.040 [+0.025, +0.062]*" (* beyond the interval)."""
+    if test is None:
+        return ""
+    ok, e = test
+    return ("–" if e is None else f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]") + (" ✓" if ok else "")
+
+
+def _against_control(V: dict[str, VariantResult], controls: dict | None) -> dict:
+    """Each variant alone against the random-init control (judge.task_signal), for the report's table."""
+    return {n: t for n in V if (t := task_signal(V, controls, names=(n,)))}
 
 
 def _comparison_row(label: str, e, verdict: str, holm_p: float | None) -> str:
@@ -417,11 +442,10 @@ def verdict_table(claims: list) -> list[str]:
 
 
 def claims_of(config: dict, results: StudyResults, roles: ClaimRoles | None = None) -> list:
-    """The claims of a study's results, with the study's equivalence margin and budget, and only the
-    tasks that carry signal in the aggregates when the study ran the random-init control."""
+    """The claims of a study's results, with the study's equivalence margin and budget; when the study ran
+    the random-init control, each claim's aggregates take the tasks its own variants learn (Judge.among)."""
     roles = roles or ClaimRoles.from_dict(config.get("roles") or {})
-    signal = {t: ok for t, (ok, _) in task_signal(results.variants, results.controls).items()} or None
-    return evaluate_claims(results.variants, roles, results.mlm_baselines, signal=signal,
+    return evaluate_claims(results.variants, roles, results.mlm_baselines, controls=results.controls,
                            margin=config.get("equivalence_margin", 0.01), budget_flops=config.get("budget_flops"))
 
 
@@ -440,8 +464,8 @@ def refresh_claims(folder: Path, roles: ClaimRoles | None = None) -> list[int]:
     (folder / "report.json").write_text(json.dumps(report, indent=1, default=str))
     md = (folder / "report.md").read_text()
     start, end = md.index("## Claims\n"), md.index("## Plots\n")
-    signal = task_signal(results.variants, results.controls)
-    (folder / "report.md").write_text(md[:start] + "\n".join(_claims_section(claims, signal)) + "\n" + md[end:])
+    against = _against_control(results.variants, results.controls)
+    (folder / "report.md").write_text(md[:start] + "\n".join(_claims_section(claims, against)) + "\n" + md[end:])
     return changed
 
 
@@ -504,7 +528,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     for name, r in V.items():
         lat = r.measure.latency_ms or {}
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
-    lines += [""] + _claims_section(claims, task_signal(V, results.controls))
+    lines += [""] + _claims_section(claims, _against_control(V, results.controls))
     lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]
     lines += ["", "## Resolved config", "", "```yaml", cfg.to_yaml().rstrip(), "```", ""]
     (out / "report.md").write_text("\n".join(lines))
