@@ -59,6 +59,7 @@ def test_the_causal_fields_leave_other_recipes_fingerprints_unchanged():
     assert "causal_fraction" not in objective and "causal_steps" not in objective
 
 
+PART_NAMES = ["claims-arms", "claims-generator", "claims-albert", "claims-sharing", "claims-sentence"]
 PARTS = sorted(p for p in STUDY.parents[1].glob("*/study.yaml")
                if (yaml.safe_load(p.read_text()) or {}).get("out_dir") == load_study("claims").out_dir)
 
@@ -68,8 +69,7 @@ def test_the_claims_study_is_run_in_parts_that_are_its_own_recipes():
     study's variants and recipe family as they are, so its runs are the built-in study's."""
     claims = load_study("claims")
     theirs = {v.name: v for v in claims.variants}
-    assert {p.parent.name for p in PARTS} >= {"claims-arms", "claims-generator", "claims-albert",
-                                              "claims-sharing-sentence"}
+    assert {p.parent.name for p in PARTS} >= set(PART_NAMES)
     for path in PARTS:
         part = StudyConfig.from_yaml(path)
         assert all(v == theirs[v.name] for v in part.variants), path
@@ -96,7 +96,7 @@ def test_claim_6s_part_varies_the_generators_width_at_the_discriminators_depth()
         assert model.generator_multiplier == float(num) / float(den or 1)
 
 
-@pytest.mark.parametrize("part", ["claims-arms", "claims-generator", "claims-albert", "claims-sharing-sentence"])
+@pytest.mark.parametrize("part", PART_NAMES)
 def test_every_run_of_a_part_is_the_claims_studys_so_its_stages_are_reused(stand_in_store, part):
     from encoderlab.study.plan import plan, recipe_fingerprint
 
