@@ -247,11 +247,16 @@ def measure_cpu(hidden: int, intermediate: int) -> dict:
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
-def cache_path() -> Path:
+def cache_root() -> Path:
+    """encoderlab's cache folder: $ENCODERLAB_CACHE_DIR, else $XDG_CACHE_HOME/encoderlab or ~/.cache/encoderlab."""
     root = os.environ.get("ENCODERLAB_CACHE_DIR")
     if not root:
         root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "encoderlab")
-    return Path(root) / "precision-probe.json"
+    return Path(root)
+
+
+def cache_path() -> Path:
+    return cache_root() / "precision-probe.json"
 
 
 _RECORD_KEYS = {"cpu": str, "capability": str, "fp32_gflops": float, "bf16_gflops": float, "speedup": float,

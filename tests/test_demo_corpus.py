@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import csv
 
-from encoderlab.study.demo_corpus import build, clean
+from encoderlab.study import demo_corpus
+from encoderlab.study.demo_corpus import build, build_cached, clean
 
 
 def test_clean_drops_code_and_keeps_prose():
@@ -12,13 +13,19 @@ def test_clean_drops_code_and_keeps_prose():
     assert clean(doc) == "Return the sum. 3 A class that adds numbers."
 
 
-def test_build_is_deterministic_and_splits_cleanly(tmp_path):
-    a = build(tmp_path / "a", num_classes=6, max_per_class=120)
-    b = build(tmp_path / "b", num_classes=6, max_per_class=120)
-    assert a == b
+def test_build_is_deterministic_splits_cleanly_and_is_cached_once_per_python(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENCODERLAB_CACHE_DIR", str(tmp_path / "cache"))
+    built = []
+    monkeypatch.setattr(demo_corpus, "build", lambda out, **kw: built.append(out) or build(out, **kw))
+    a = build_cached(tmp_path / "a")  # builds, into the cache, then copies
+    b = build(tmp_path / "b")  # a second extraction, for determinism
+    c = build_cached(tmp_path / "c")  # from the cache
+    assert len(built) == 1 and a == b == c and not list((tmp_path / "cache" / "demo-corpus").glob("*.tmp*"))
+    assert sorted(p.name for p in (tmp_path / "c").rglob("*")) == ["corpus.txt", "dev.tsv", "task", "train.tsv"]
+    for f in ("corpus.txt", "task/train.tsv", "task/dev.tsv"):
+        assert len({(tmp_path / d / f).read_bytes() for d in "abc"}) == 1, f
     assert a["passages"] > 2000 and a["words"] > 100_000  # enough text to pretrain a tiny model
-    assert len(a["labels"]) == 6
-    assert (tmp_path / "a" / "corpus.txt").read_bytes() == (tmp_path / "b" / "corpus.txt").read_bytes()
+    assert len(a["labels"]) == 8
     docs = (tmp_path / "a" / "corpus.txt").read_text().split("\n\n")
     docs = [d for d in docs if d.strip()]
     assert len(docs) == len(set(docs)) == a["passages"]

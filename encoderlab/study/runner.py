@@ -27,7 +27,7 @@ from encoderlab.precision import machine_kind
 from encoderlab.study import blimp, launch, measure, runs, speed
 from encoderlab.study.blimp import paradigm_files
 from encoderlab.study.config import StudyConfig, VariantSpec
-from encoderlab.study.demo_corpus import build
+from encoderlab.study.demo_corpus import build_cached
 from encoderlab.study.lr import chosen, pick_learning_rates
 from encoderlab.study.metrics import LATENCY_MS
 from encoderlab.study.plan import (
@@ -176,7 +176,7 @@ def _prepare(cfg: StudyConfig, out: Path, progress: Progress) -> dict:
     corpus, demo_task = list(cfg.corpus), None
     if not corpus:
         progress.stage("data: extracting the demo corpus (standard-library docstrings)")
-        info = build(data_dir / "demo")
+        info = build_cached(data_dir / "demo")
         corpus, demo_task = [str(data_dir / "demo" / "corpus.txt")], str(data_dir / "demo" / "task")
         progress.stage(f"data: {info['passages']} passages, {info['words']} words; task labels {info['labels']}")
     ccfg = CorpusConfig(paths=tuple(corpus), doc_split=cfg.doc_split)
