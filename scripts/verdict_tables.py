@@ -1,5 +1,6 @@
-"""Regenerate every verdict table marked in the docs from its report.json (the form
-tests/test_study_docs.py checks): ``<!-- verdicts: FOLDER -->`` ... ``<!-- /verdicts -->``.
+"""Regenerate every verdict table and per-variant table marked in the docs from its report.json (the
+form tests/test_study_docs.py checks): ``<!-- verdicts: FOLDER -->`` ... ``<!-- /verdicts -->`` and
+``<!-- variants: FOLDER -->`` ... ``<!-- /variants -->``.
 
     python scripts/verdict_tables.py        # after `encoderlab study-claims FOLDER` changed a report
 """
@@ -10,25 +11,27 @@ import json
 import re
 from pathlib import Path
 
+from encoderlab.study.doc_tables import variant_table
 from encoderlab.study.report import claims_of, verdict_table
 from encoderlab.study.results import StudyResults
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"(<!-- verdicts: (\S+) -->\n)(.*?)(<!-- /verdicts -->)", re.S)
+BLOCK = re.compile(r"(<!-- (verdicts|variants): (\S+) -->\n)(.*?)(<!-- /\2 -->)", re.S)
 
 
-def table(folder: str) -> str:
+def table(kind: str, folder: str) -> str:
     results = StudyResults.from_json(json.loads((ROOT / folder / "report.json").read_text()))
-    return "\n".join(verdict_table(claims_of(results.config, results))) + "\n"
+    rows = verdict_table(claims_of(results.config, results)) if kind == "verdicts" else variant_table(results)
+    return "\n".join(rows) + "\n"
 
 
 def main() -> None:
     for doc in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
         text = doc.read_text()
-        new = BLOCK.sub(lambda m: m.group(1) + table(m.group(2)) + m.group(4), text)
+        new = BLOCK.sub(lambda m: m.group(1) + table(m.group(2), m.group(3)) + m.group(5), text)
         if new != text:
             doc.write_text(new)
-            print(f"{doc.relative_to(ROOT)}: verdict tables regenerated")
+            print(f"{doc.relative_to(ROOT)}: tables regenerated")
 
 
 if __name__ == "__main__":

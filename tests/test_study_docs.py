@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+from encoderlab.study.doc_tables import variant_table
 from encoderlab.study.report import claims_of, verdict_table
 from encoderlab.study.results import StudyResults
 
@@ -24,6 +25,16 @@ def test_readme_verdict_tables_are_generated_from_their_reports():
     for folder, table in blocks:
         results = StudyResults.from_json(json.loads((ROOT / folder / "report.json").read_text()))
         assert table.rstrip("\n").split("\n") == verdict_table(claims_of(results.config, results)), folder
+
+
+def test_readme_variant_tables_are_generated_from_their_reports():
+    blocks = []
+    for readme in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
+        blocks += re.findall(r"<!-- variants: (\S+) -->\n(.*?)<!-- /variants -->", readme.read_text(), re.S)
+    assert "docs/studies/claims-generator" in {folder for folder, _ in blocks}
+    for folder, table in blocks:
+        results = StudyResults.from_json(json.loads((ROOT / folder / "report.json").read_text()))
+        assert table.rstrip("\n").split("\n") == variant_table(results), folder
 
 
 def test_figures_issue_32_found_misquoted_match_their_reports():

@@ -55,7 +55,7 @@ class Judge:
         variants it compares (``names``), pooled with equal weights, beat the random-init control beyond
         the 95% interval. Pooling a claim's own variants, not the study's, keeps a claim's tasks from
         depending on which other variants a study ran (pooled with claim 6's four generator widths, CoLA
-        lost the signal that bert and electra alone carry, and claim 5a's verdict moved); and the equal-
+        lost the signal that bert and electra alone carry, and claim 5b's verdict with it); and the equal-
         weight mean of the compared variants is orthogonal to every difference between them, so choosing
         tasks by it favours neither side of a comparison (for equal variances). A signal fixed by the
         caller, or no control, leaves the judge as it is ({} as the test)."""

@@ -1,0 +1,44 @@
+"""The per-variant table the studies' READMEs quote, derived from report.json as the verdict tables
+are (report.verdict_table): marked ``<!-- variants: FOLDER -->`` ... ``<!-- /variants -->`` in a
+README, written by scripts/verdict_tables.py and checked by tests/test_study_docs.py, so that no
+number in it is copied by hand."""
+
+from __future__ import annotations
+
+from encoderlab.study.claims import plateau_accuracy
+from encoderlab.study.metrics import EVAL_DISC_AUC
+from encoderlab.study.results import StudyResults
+
+
+def variant_table(results: StudyResults, names: list[str] | None = None) -> list[str]:
+    """One row per variant (``names``: those, in that order; None: every variant): pretraining runs,
+    the steps of seed 0's run, its held-out MLM accuracy (an ELECTRA's generator's) and discriminator
+    AUC at the last checkpoint, and per task the mean over every pretraining run and fine-tuning seed
+    at the last fine-tuned budget; an unshared row where the variant was also fine-tuned unshared; the
+    random-init control's mean over its fine-tuning seeds last."""
+    V = results.variants
+    names = list(V) if names is None else names
+    tasks = sorted({t for n in names for t in V[n].seed_scores()})
+    lines = ["| variant | runs | steps | held-out MLM acc | disc AUC | " + " | ".join(tasks) + " |",
+             "|---" * (5 + len(tasks)) + "|"]
+    for name in names:
+        r = V[name]
+        steps = max(r.checkpoints.values(), key=lambda c: c.flops).step
+        auc = r.final_eval().get(EVAL_DISC_AUC)
+        for unshared in (False, True):
+            got = r.seed_scores(unshared=unshared)
+            if unshared and not got:
+                continue
+            runs = max((len(x) for x in got.values()), default=0)
+            lines.append(f"| {name}{' (unshared)' if unshared else ''} | {runs} | {steps:,} | "
+                         f"{_num(plateau_accuracy(r))} | {_num(auc)} | "
+                         + " | ".join(_num(got[t].mean() if t in got else None) for t in tasks) + " |")
+    ctl = (results.controls or {}).get("tasks", {})
+    if ctl:
+        lines.append(f"| random init ({results.controls.get('variant')}'s shape) | – | 0 | – | – | " + " | ".join(
+            _num(sum(ctl[t]["per_seed"]) / len(ctl[t]["per_seed"]) if t in ctl else None) for t in tasks) + " |")
+    return lines
+
+
+def _num(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
