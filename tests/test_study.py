@@ -846,7 +846,9 @@ def test_study_claims_rederives_a_written_reports_claims_and_keeps_the_rest(tmp_
     head, tail = md[:md.index("## Claims\n")], md[md.index("## Plots\n"):]
     (folder / "report.md").write_text(md.replace("**Verdict: inconclusive** (by the rule above) — ALBERT against "
                                                  "BERT at 2 widths", "**Verdict: holds**"))
+    (folder / "claims_forest.png").write_bytes(b"stale")  # a figure drawn from the claims is drawn again
     assert main(["study-claims", str(folder)]) == 0
+    assert (folder / "claims_forest.png").read_bytes()[:4] == b"\x89PNG" and not (folder / "claims_curves.png").exists()
     assert "claims 4 changed" in capsys.readouterr().out
     again = json.loads((folder / "report.json").read_text())
     assert next(c for c in again["claims"] if c["claim"] == 4) == current

@@ -450,10 +450,10 @@ def claims_of(config: dict, results: StudyResults, roles: ClaimRoles | None = No
 
 
 def refresh_claims(folder: Path, roles: ClaimRoles | None = None) -> list[int]:
-    """Re-derive the claims of a written report (report.json and report.md's Claims section) from its
-    stored results with the present claim code, keeping everything else (machine, date, tables), so
-    committed reports follow the claims' definitions without rerunning their studies. Returns the
-    numbers of the claims whose verdict, numbers or note changed."""
+    """Re-derive the claims of a written report (report.json, report.md's Claims section and the claims'
+    figures it has) from its stored results with the present claim code, keeping everything else
+    (machine, date, tables), so committed reports follow the claims' definitions without rerunning
+    their studies. Returns the numbers of the claims whose verdict, numbers or note changed."""
     report = json.loads((folder / "report.json").read_text())
     results = StudyResults.from_json(report)
     claims = claims_of(report.get("config", {}), results, roles)
@@ -466,6 +466,11 @@ def refresh_claims(folder: Path, roles: ClaimRoles | None = None) -> list[int]:
     start, end = md.index("## Claims\n"), md.index("## Plots\n")
     against = _against_control(results.variants, results.controls)
     (folder / "report.md").write_text(md[:start] + "\n".join(_claims_section(claims, against)) + "\n" + md[end:])
+    # The claims' figures the report has follow them (a report written before them gets none).
+    if (folder / "claims_forest.png").exists():
+        forest_plot(claims, folder, report.get("config", {}).get("equivalence_margin", 0.01))
+    if (folder / "claims_curves.png").exists():
+        claim_curves(claims, results.variants, folder)
     return changed
 
 
