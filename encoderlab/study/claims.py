@@ -193,7 +193,8 @@ def albert_quality(j: Judge, r: ClaimRoles) -> Claim:
             c.numbers.update({an: j.mean(an), bn: j.mean(bn)})
         c.comparisons.append(j.compare(f"{bn} - {an}", bn, an))
         main = (bn, an) == (r.bert, r.albert)
-        c.numbers["albert - bert" if main else f"{an} - {bn}"] = -_diff(c.comparisons[-1])
+        d = _diff(c.comparisons[-1])
+        c.numbers["albert - bert" if main else f"{an} - {bn}"] = None if d is None else -d
     widths = combined([x.verdict for x in c.comparisons])
     n = len(c.comparisons)
     # Each half's own reading goes in the note: a verdict of "inconclusive" may hide one half that holds.
