@@ -11,8 +11,8 @@ import json
 import re
 from pathlib import Path
 
-from encoderlab.study.doc_tables import variant_table
-from encoderlab.study.report import claims_of, verdict_table
+from encoderlab.study.doc_tables import variant_table, verdict_table
+from encoderlab.study.report import claims_of
 from encoderlab.study.results import StudyResults
 
 ROOT = Path(__file__).resolve().parents[1]

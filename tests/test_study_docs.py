@@ -1,5 +1,5 @@
 """The committed docs say what the committed reports say: every verdict table marked in docs/results.md
-and the studies' READMEs is study.report.verdict_table of its report.json, as the present claim code
+and the studies' READMEs is study.doc_tables.verdict_table of its report.json, as the present claim code
 derives it; and the figures issue 32 found misquoted are quoted as their reports have them."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from encoderlab.study.doc_tables import variant_table
-from encoderlab.study.report import claims_of, verdict_table
+from encoderlab.study.doc_tables import variant_table, verdict_table
+from encoderlab.study.report import claims_of
 from encoderlab.study.results import StudyResults
 
 ROOT = Path(__file__).resolve().parents[1]

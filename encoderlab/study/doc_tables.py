@@ -1,7 +1,8 @@
-"""The per-variant table the studies' READMEs quote, derived from report.json as the verdict tables
-are (report.verdict_table): marked ``<!-- variants: FOLDER -->`` ... ``<!-- /variants -->`` in a
-README, written by scripts/verdict_tables.py and checked by tests/test_study_docs.py, so that no
-number in it is copied by hand."""
+"""The tables the docs quote from a study's report.json: the verdicts (``<!-- verdicts: FOLDER -->``
+... ``<!-- /verdicts -->``) and the per-variant scores (``<!-- variants: FOLDER -->`` ...
+``<!-- /variants -->``), written into docs/results.md and the studies' READMEs by
+scripts/verdict_tables.py and checked by tests/test_study_docs.py, so that no number in them is copied
+by hand."""
 
 from __future__ import annotations
 
@@ -42,3 +43,17 @@ def variant_table(results: StudyResults, names: list[str] | None = None) -> list
 
 def _num(x) -> str:
     return "–" if x is None else f"{x:.3f}"
+
+
+def verdict_table(claims: list) -> list[str]:
+    """A Markdown table of a report's verdicts, one row per claim, for the READMEs (a test checks that the
+    committed ones match their report.json): each quality claim's first comparison, its interval and
+    the difference it could have detected."""
+    lines = ["| claim | verdict | first comparison | difference [95% interval] | detectable |", "|---|---|---|---|---|"]
+    for c in claims:
+        x = next((x for x in c.comparisons if x.estimate is not None), None)
+        e = x.estimate if x else None
+        cells = ["–"] * 3 if e is None else [x.label, f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]", f"{e.mdd:.3f}"]
+        verdict = c.verdict + (" (sanity check)" if c.kind else "")
+        lines.append(f"| {c.claim}. {c.title} | {verdict} | " + " | ".join(cells) + " |")
+    return lines

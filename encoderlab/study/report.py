@@ -427,20 +427,6 @@ def _comparison_row(label: str, e, verdict: str, holm_p: float | None) -> str:
             f"{_fmt(holm_p) if holm_p is None else f'{holm_p:.3f}'} | {verdict} |")
 
 
-def verdict_table(claims: list) -> list[str]:
-    """A Markdown table of a report's verdicts, one row per claim, for the READMEs (a test checks that the
-    committed ones match their report.json): each quality claim's first comparison, its interval and
-    the difference it could have detected."""
-    lines = ["| claim | verdict | first comparison | difference [95% interval] | detectable |", "|---|---|---|---|---|"]
-    for c in claims:
-        x = next((x for x in c.comparisons if x.estimate is not None), None)
-        e = x.estimate if x else None
-        cells = ["–"] * 3 if e is None else [x.label, f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]", f"{e.mdd:.3f}"]
-        verdict = c.verdict + (" (sanity check)" if c.kind else "")
-        lines.append(f"| {c.claim}. {c.title} | {verdict} | " + " | ".join(cells) + " |")
-    return lines
-
-
 def claims_of(config: dict, results: StudyResults, roles: ClaimRoles | None = None) -> list:
     """The claims of a study's results, with the study's equivalence margin and budget; when the study ran
     the random-init control, each claim's aggregates take the tasks its own variants learn (Judge.among)."""
