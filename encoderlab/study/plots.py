@@ -87,9 +87,9 @@ def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: P
     panels = [(c, ns) for c, ns in panels if any(_curve(variants[n]) for n in ns)]
     if not panels:
         return None
-    cols = 2
+    cols = min(2, len(panels))  # one claim: one panel, no empty column beside it
     nrows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(12, 2.8 * nrows), sharex=True, sharey=True, squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 2.8 * nrows), sharex=True, sharey=True, squeeze=False)
     cmap = plt.get_cmap("tab10")
     for ax, (c, names) in zip(axes.flat, panels):
         for i, n in enumerate(names):
