@@ -16,7 +16,9 @@ about how much another pretraining run would move the score (docs/studies/claims
 claims-rope-sentence: the same recipe, 0.438 and 0.423). With few runs (3) a bootstrap interval is
 too narrow (resampling gives (n-1)/n of the unbiased variance): deviations are widened by
 sqrt(n/(n-1)) at each level first, but a percentile interval from 3 runs still treats their spread as
-known (no t-like widening), so it is approximate; the report says both.
+known (no t-like widening), so it is approximate; the report says both. Simulated with no true
+difference (docs/studies.md): 3 runs x 3 seeds a side, the interval excluded zero in 5.5% of 4,000
+studies (5% nominal); 3 runs x 5 seeds, 7.3% of 5,000.
 """
 
 from __future__ import annotations
