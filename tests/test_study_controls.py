@@ -222,3 +222,44 @@ def test_choosing_a_claims_tasks_by_its_variants_pooled_mean_keeps_false_holds_a
             holds += five.verdict == "holds"
     assert 0.25 <= entered / 300 <= 0.85, entered  # the selection is a live one
     assert holds / entered <= 0.06, (holds, entered)
+
+
+def test_each_architecture_has_its_own_random_init_control(stand_in_store):
+    """The built-in study's variants fine-tune six architectures: ALBERT (shared, factorized), ELECTRA's
+    discriminator (no pooler), the two 256-wide ones and bert-modern each get a control of their own;
+    variants of one architecture share one (bert-sop's encoder is BERT's, gpt-bert's too)."""
+    from pathlib import Path
+
+    from encoderlab.study.cli import load_study
+    from encoderlab.study.plan import plan
+    from encoderlab.study.runner import control_shapes
+
+    cfg = load_study("claims")
+    recipes = {n: r for n, r in plan(cfg, stand_in_store.data, Path(cfg.out_dir)).items() if "@" not in n}
+    of = control_shapes(cfg, recipes)
+    groups: dict[str, set] = {}
+    for variant, shape in of.items():
+        groups.setdefault(shape, set()).add(variant)
+    assert set(groups) == {"bert", "albert", "electra", "bert-w2", "albert-w2", "bert-modern"}
+    assert groups["bert"] == {"bert", "bert-nsp", "bert-sop", "bert-proposal", "gpt-bert", "clm-then-mlm", "clm"}
+    assert {"electra-gd-1-8", "electra-shared", "all-tokens-mlm-copy"} <= groups["electra"]
+
+
+def test_a_variant_is_held_against_its_own_architectures_control():
+    """albert scores 0.22 on CoLA where fresh ALBERT weights score 0.20 and fresh BERT weights 0.0:
+    against its own architecture's control it carries no signal; bert (0.25 against 0.0) does."""
+    rng = np.random.default_rng(3)
+    v = {"bert": _variant("bert", 0.25, 0.70, rng), "albert": _variant("albert", 0.22, 0.70, rng)}
+    controls = {"variant": "bert", "tasks": {"cola": _ft(0.0, rng), "mrpc": _ft(0.70, rng)},
+                "shapes": {"albert": {"tasks": {"cola": _ft(0.20, rng), "mrpc": _ft(0.70, rng)}}},
+                "of": {"albert": "albert"}}
+    alone = {n: task_signal(v, controls, draws=300, names=(n,))["cola"] for n in v}
+    assert alone["bert"][0] and alone["bert"][1].diff == pytest.approx(0.25, abs=0.01)
+    assert alone["albert"][1].diff == pytest.approx(0.02, abs=0.01)
+    both = task_signal(v, controls, draws=300)["cola"][1]  # each against its own, pooled
+    assert both.diff == pytest.approx((0.25 + 0.02) / 2, abs=0.01)
+    from encoderlab.study.report import _task_table
+
+    text = "\n".join(_task_table(v, {}, controls))
+    assert "| random init (bert's architecture, no pretraining) |" in text
+    assert "| random init (albert's architecture, no pretraining) | 0.2" in text

@@ -27,6 +27,8 @@ FORMATS = [
     (StageKey.bow("demo"), "bow:demo"),
     (StageKey.control("sst2"), "control:sst2"),
     (StageKey.control_blimp(), "control:blimp"),
+    (StageKey.control("sst2", "albert"), "control:sst2@albert"),
+    (StageKey.control_blimp("albert"), "control:blimp@albert"),
     (StageKey.learning_rate_trial("bert-128", "demo", 0.001), "lr:bert-128:demo:0.001"),
     (StageKey.learning_rate_trial("electra", "sst2", 3e-5), "lr:electra:sst2:3e-05"),
     (StageKey.finetune("bert@seed1", "demo", 1.0), "finetune:bert@seed1:1.0:demo"),

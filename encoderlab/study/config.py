@@ -183,9 +183,10 @@ class StudyConfig(Config):
     # Fractions of the budget fine-tuned for the named variants beyond finetune_fractions (each also in
     # eval_fractions): claim 5b fine-tunes the ELECTRA role at 1/4 and 1/2 of the budget, no one else.
     extra_finetune_fractions: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
-    # The no-pretraining control: the bert role's architecture (else the first variant's) fine-tuned
-    # from fresh weights on every task, with the same seeds. A task enters a claim's aggregates only
-    # when the variants that claim compares, pooled, beat it beyond its interval (study/judge.Judge.among).
+    # The no-pretraining controls: each architecture the variants fine-tune (the bert role's first) from
+    # fresh weights on every task, with the same seeds (study/runner.random_control). A task enters a
+    # claim's aggregates only when the variants that claim compares, pooled, beat their own
+    # architectures' controls beyond the interval (study/judge.Judge.among).
     random_control: bool = False
     # A folder of BLiMP paradigm files (../shared/data/blimp: 36 of the 67, "BLiMP dev") scored zero-shot
     # at every checkpoint of each variant's seed-0 run and the last of every further pretraining run,

@@ -15,8 +15,8 @@ def variant_table(results: StudyResults, names: list[str] | None = None) -> list
     """One row per variant (``names``: those, in that order; None: every variant): pretraining runs,
     the steps of seed 0's run, its held-out MLM accuracy (an ELECTRA's generator's) and discriminator
     AUC at the last checkpoint, and per task the mean over every pretraining run and fine-tuning seed
-    at the last fine-tuned budget; an unshared row where the variant was also fine-tuned unshared; the
-    random-init control's mean over its fine-tuning seeds last."""
+    at the last fine-tuned budget; an unshared row where the variant was also fine-tuned unshared; each
+    random-init control's mean over its fine-tuning seeds last (the main one, then one per other shape)."""
     V = results.variants
     names = list(V) if names is None else names
     tasks = sorted({t for n in names for t in V[n].seed_scores()})
@@ -34,10 +34,12 @@ def variant_table(results: StudyResults, names: list[str] | None = None) -> list
             lines.append(f"| {name}{' (unshared)' if unshared else ''} | {runs} | {steps:,} | "
                          f"{_num(plateau_accuracy(r))} | {_num(auc)} | "
                          + " | ".join(_num(got[t].mean() if t in got else None) for t in tasks) + " |")
-    ctl = (results.controls or {}).get("tasks", {})
-    if ctl:
-        lines.append(f"| random init ({results.controls.get('variant')}'s shape) | – | 0 | – | – | " + " | ".join(
-            _num(sum(ctl[t]["per_seed"]) / len(ctl[t]["per_seed"]) if t in ctl else None) for t in tasks) + " |")
+    controls = results.controls or {}
+    for shape, control in [(controls.get("variant"), controls), *(controls.get("shapes") or {}).items()]:
+        ctl = control.get("tasks", {})
+        if ctl:
+            lines.append(f"| random init ({shape}'s shape) | – | 0 | – | – | " + " | ".join(
+                _num(sum(ctl[t]["per_seed"]) / len(ctl[t]["per_seed"]) if t in ctl else None) for t in tasks) + " |")
     return lines
 
 

@@ -128,25 +128,36 @@ def task_signal(v: V, controls: dict, draws: int = stats.DRAWS, names: tuple[str
     """Per task with a random-init control: whether the pretrained variants (``names``; None: every
     variant) beat it beyond the 95% interval (signal), and the estimate. The pretrained side pools
     their last fine-tuning of the task (each variant's mean over its pretraining runs, per fine-tuning
-    seed, averaged over the variants), paired with the control by fine-tuning seed."""
+    seed, averaged over the variants); the control side pools each variant's own architecture's
+    control (control_of) the same way, paired by fine-tuning seed."""
     out = {}
     v = v if names is None else {n: v[n] for n in names if n in v}
-    for task, ctrl in (controls or {}).get("tasks", {}).items():
-        rows = [x[task].mean(0) for r in v.values() if task in (x := r.seed_scores())]
-        if not rows or not ctrl.get("per_seed"):
+    for task in (controls or {}).get("tasks", {}):
+        pairs = [(x[task].mean(0), ctl["tasks"][task]["per_seed"]) for n, r in v.items()
+                 if task in (x := r.seed_scores()) and task in (ctl := control_of(controls, n)).get("tasks", {})
+                 and ctl["tasks"][task].get("per_seed")]
+        if not pairs:
             continue
-        n = min(len(r) for r in rows + [ctrl["per_seed"]])
-        pooled = np.mean([r[:n] for r in rows], axis=0)[None, :]  # (1, S)
-        e = stats.bootstrap_diff({task: pooled}, {task: np.array([ctrl["per_seed"][:n]])}, draws=draws)
+        n = min(min(len(a), len(c)) for a, c in pairs)
+        pooled = np.mean([a[:n] for a, _ in pairs], axis=0)[None, :]  # (1, S)
+        ctl = np.mean([c[:n] for _, c in pairs], axis=0)[None, :]
+        e = stats.bootstrap_diff({task: pooled}, {task: ctl}, draws=draws)
         out[task] = (stats.verdict(e) == "holds", e)
-    ctrl = (controls or {}).get("blimp")
-    if ctrl:
-        finals = [r.measure.blimp[max(r.measure.blimp, key=float)] for r in v.values() if r.measure.blimp]
-        bits = [b for f in finals if (b := correct_of(f)) is not None and len(b) == ctrl["n"]]
-        if bits:
-            e = paired_diff(np.mean(bits, axis=0), correct_of(ctrl))
-            out[finals[0]["label"]] = (stats.verdict(e) == "holds", e)
+    if (controls or {}).get("blimp"):
+        finals = {n: r.measure.blimp[max(r.measure.blimp, key=float)] for n, r in v.items() if r.measure.blimp}
+        rows = [(b, bc) for n, f in finals.items() if (b := correct_of(f)) is not None
+                and (bc := correct_of(control_of(controls, n).get("blimp"))) is not None and len(b) == len(bc)]
+        if rows:
+            e = paired_diff(np.mean([b for b, _ in rows], axis=0), np.mean([c for _, c in rows], axis=0))
+            out[next(iter(finals.values()))["label"]] = (stats.verdict(e) == "holds", e)
     return out
+
+
+def control_of(controls: dict, name: str) -> dict:
+    """The random-init control that stands for variant ``name``: its own architecture's where the study
+    ran one (controls["of"], study/runner.random_control), else the main one."""
+    shape = (controls.get("of") or {}).get(name)
+    return controls["shapes"][shape] if shape else controls
 
 
 def combined(verdicts: list[str]) -> str:

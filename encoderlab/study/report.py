@@ -223,13 +223,20 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
     if any("bow" in b for b in baselines.values()):
         lines.append("| bag-of-words (logistic; ridge for regression) | "
                      + " | ".join(_fmt(baselines.get(t, {}).get("bow")) for t, _ in cols) + " |")
-    if controls:
-        last = max(f for _, f in cols)
-        ctl = controls.get("tasks", {})
-        lines.append(f"| random init ({controls.get('variant')}'s architecture, no pretraining) | " + " | ".join(
+    last = max(f for _, f in cols)
+    for name, control in _controls(controls):
+        ctl = control.get("tasks", {})
+        lines.append(f"| random init ({name}'s architecture, no pretraining) | " + " | ".join(
             f"{ctl[t]['score']['median']:.3f} ± {ctl[t]['score']['std']:.3f}" if f == last and t in ctl else ""
             for t, f in cols) + " |")
     return lines + [""]
+
+
+def _controls(controls: dict | None) -> list[tuple[str, dict]]:
+    """(architecture's variant, control) of every random-init control the study ran, the main one first."""
+    if not controls:
+        return []
+    return [(controls.get("variant"), controls), *(controls.get("shapes") or {}).items()]
 
 
 def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str]:
@@ -253,10 +260,10 @@ def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str
             own = r["networks"][r["deployed"]]["accuracy"]
             cells.append(f"{own:.3f}" + (f" ({gen['accuracy']:.3f})" if gen else ""))
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    ctl = (controls or {}).get("blimp")
-    if ctl:
-        lines.append(f"| random init ({controls.get('variant')}'s architecture) | " + " | ".join(
-            f"{ctl['networks'][ctl['deployed']]['accuracy']:.3f}" if f == fracs[-1] else "" for f in fracs) + " |")
+    for name, control in _controls(controls):
+        if ctl := control.get("blimp"):
+            lines.append(f"| random init ({name}'s architecture) | " + " | ".join(
+                f"{ctl['networks'][ctl['deployed']]['accuracy']:.3f}" if f == fracs[-1] else "" for f in fracs) + " |")
     return lines + [""]
 
 

@@ -285,7 +285,9 @@ class StudyResults:
     variants: dict[str, VariantResult]
     baselines: dict = field(default_factory=dict)
     mlm_baselines: dict | None = None
-    # The random-init control: {"variant": whose architecture, "tasks": {task: its fine-tuning}}.
+    # The random-init controls: {"variant": the main one's architecture, "tasks": {task: its fine-tuning},
+    # "blimp": ..., and where variants fine-tune other architectures "shapes": {variant: {"tasks", "blimp"}}
+    # and "of": {variant: the shape standing for it}} (study/runner.random_control, judge.control_of).
     controls: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:

@@ -82,8 +82,9 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                           * len(cfg.tasks) * cfg.pretrain_seeds for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
     progress.total += prompt_total_weight(cfg)
-    if cfg.random_control and cfg.variants:  # one control fine-tuning per task, about a pair's cost
-        progress.total += finetune_weight(cfg, recipes[cfg.variants[0].name]) * len(cfg.tasks)
+    if cfg.random_control and cfg.variants:  # one control fine-tuning per architecture and task
+        progress.total += sum(finetune_weight(cfg, recipes[n]) * len(cfg.tasks)
+                              for n in set(control_shapes(cfg, recipes).values()))
     check_machines(cfg, recipes, stages)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
@@ -211,36 +212,73 @@ def task_baselines(cfg: StudyConfig, data: dict, stages: Stages, progress: Progr
     return out
 
 
+def control_shapes(cfg: StudyConfig, recipes: dict[str, PretrainConfig]) -> dict[str, str]:
+    """{variant: the variant whose random-init control stands for it}: variants whose fine-tuned encoder
+    (an ELECTRA's discriminator) has one config share a control, named by the first of them, the bert
+    role (else the first variant) first. Read from the recipes, so a clone without the weights finds
+    the same controls."""
+    main = cfg.roles.bert if cfg.variant(cfg.roles.bert or "") else cfg.variants[0].name
+    shapes: dict[str, str] = {}
+    out = {}
+    for name in [main] + [v.name for v in cfg.variants if v.name != main]:
+        encoder = resolve_model(recipes[name].model, recipes[name].init, cfg.vocab_size).encoder
+        shape = {**encoder.to_dict(), "embedding_size": encoder.emb_size}  # unset means the hidden size
+        out[name] = shapes.setdefault(fingerprint(shape), name)
+    return out
+
+
 def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
                    progress: Progress) -> dict:
-    """The bert role's architecture (else the first variant's) fine-tuned from fresh weights on every
-    task with the study's seeds; {} when the study asks for no control."""
+    """Each architecture the variants fine-tune, from fresh weights, on every task with the study's
+    seeds (and on BLiMP dev): the bert role's (else the first variant's) as the main control, every
+    other shape's under ``shapes`` with ``of`` saying which variants it stands for (an ALBERT is
+    compared with fresh ALBERT weights, not BERT's); {} when the study asks for no control."""
     if not cfg.random_control or not cfg.variants:
         return {}
-    name = cfg.roles.bert if cfg.variant(cfg.roles.bert or "") else cfg.variants[0].name
+    of = control_shapes(cfg, recipes)
+    main = next(iter(of))
+    out = {"variant": main, **_control(cfg, recipes, main, None, data, stages, progress)}
+    others = list(dict.fromkeys(c for c in of.values() if c != main))
+    if others:
+        out["shapes"] = {n: _control(cfg, recipes, n, n, data, stages, progress) for n in others}
+        out["of"] = {v: c for v, c in of.items() if c != main}
+    return out
+
+
+def _control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], name: str, shape: str | None, data: dict,
+             stages: Stages, progress: Progress) -> dict:
+    """{"tasks": ..., "blimp": ...} of variant ``name``'s architecture from fresh weights (stage keys
+    under ``shape``, None for the main control)."""
     recipe = recipes[name]
     ck = runs.checkpoints(stages, name, recipe, cfg.budget_flops, cfg.eval_fractions)
     path = ck[max(cfg.finetune_fractions)].path  # only its architecture is used
+
+    def fresh(fn):  # the architecture is read from the checkpoint: its weights must be here
+        def compute():
+            runs.require_weights({name: path}, "random-init controls still to compute")
+            return fn()
+        return compute
+
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}
     tasks = {}
     for task in cfg.tasks:
         fp = fingerprint("random", recipe.model.to_dict(), task.to_dict(), ft, cfg.seeds)
         tasks[task.name] = stages.cached(
-            StageKey.control(task.name), fp, lambda task=task: measure.finetune_checkpoint(path, task, cfg, data,
-                                                                                         init="random"),
+            StageKey.control(task.name, shape),
+            fp, fresh(lambda task=task: measure.finetune_checkpoint(path, task, cfg, data, init="random")),
             progress=progress, label=f"random-init control ({name}'s architecture) on {task.name} ({cfg.seeds} seeds)")
-    out = {"variant": name, "tasks": tasks}
+    out = {"tasks": tasks}
     if cfg.blimp:  # the same architecture from fresh weights, zero-shot
         import torch
 
         def score_fresh() -> dict:
             torch.manual_seed(0)
-            fresh = build_model(load_model(path).config).eval()
-            return blimp.score(fresh, load_tokenizer(data["tokenizer"]),
+            model = build_model(load_model(path).config).eval()
+            return blimp.score(model, load_tokenizer(data["tokenizer"]),
                                blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm))
 
         fp = fingerprint("random", recipe.model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm)
-        out["blimp"] = stages.cached(StageKey.control_blimp(), fp, score_fresh, progress=progress,
+        out["blimp"] = stages.cached(StageKey.control_blimp(shape), fp, fresh(score_fresh), progress=progress,
                                      label=f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}")
     return out
 

@@ -73,14 +73,15 @@ class StageKey:
         return cls("bow", task=task)
 
     @classmethod
-    def control(cls, task: str) -> StageKey:
-        """The random-init control fine-tuned on ``task``."""
-        return cls("control", task=task)
+    def control(cls, task: str, shape: str | None = None) -> StageKey:
+        """The random-init control fine-tuned on ``task``: the main one (``shape`` None: the bert role's
+        architecture), or that of variant ``shape``'s architecture where it differs."""
+        return cls("control", shape, task=task)
 
     @classmethod
-    def control_blimp(cls) -> StageKey:
-        """The random-init control scored on BLiMP."""
-        return cls("control_blimp")
+    def control_blimp(cls, shape: str | None = None) -> StageKey:
+        """The random-init control scored on BLiMP (``shape`` as in control)."""
+        return cls("control_blimp", shape)
 
     @classmethod
     def learning_rate_trial(cls, family: str, task: str, learning_rate: float) -> StageKey:
@@ -112,10 +113,10 @@ class StageKey:
             return f"{k}:{self.run}"
         if k in ("zeroshot", "blimp"):
             return f"{k}:{self.run}@{self.fraction:g}"
-        if k in ("bow", "control"):
+        if k == "bow":
             return f"{k}:{self.task}"
-        if k == "control_blimp":
-            return "control:blimp"
+        if k in ("control", "control_blimp"):  # the main control's keys as they always were
+            return f"control:{self.task or 'blimp'}" + (f"@{self.run}" if self.run else "")
         if k == "lr":
             return f"lr:{self.run}:{self.task}:{self.learning_rate:g}"
         if k == "finetune":  # the fraction as str(float) ("1.0"), as study/plan.py has always written it
