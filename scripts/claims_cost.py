@@ -31,6 +31,7 @@ import torch
 from encoderlab.study.cli import load_study
 from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.plan import family_model, pair_cost_share, plan
+from encoderlab.study.runner import control_shapes
 from encoderlab.study.speed import training_speed
 from encoderlab.study.stages import Stages
 from encoderlab.train.config import InitConfig
@@ -131,12 +132,13 @@ def main() -> None:
              for v in cfg.variants}
     bert_weight = pair_weight(full, full.variant("bert"))
     finetune = sum(n * args.pair_s * pair_weight(cfg, cfg.variant(name)) / bert_weight for name, n in pairs.items())
-    control = len(cfg.tasks) * args.pair_s if cfg.random_control else 0.0
+    shapes = set(control_shapes(cfg, {v.name: variant_model(cfg, v) for v in cfg.variants}).values())
+    control = len(shapes) * len(cfg.tasks) * args.pair_s if cfg.random_control else 0.0  # one per architecture
     prompted = sum(runs for v in cfg.variants if v.objective.kind != "clm") if cfg.prompt_tasks else 0
     scorings = len(cfg.variants) * (len(cfg.eval_fractions) + runs - 1)
     rows = [("pretraining", f"{len(cfg.variants)} variants x {runs} seeds", pretrain),
             ("fine-tuning", f"{sum(pairs.values())} checkpoint-task pairs", finetune),
-            ("random-init control", f"{len(cfg.tasks)} pairs", control),
+            ("random-init controls", f"{len(shapes) * len(cfg.tasks)} pairs ({len(shapes)} architectures)", control),
             ("prompting probe", f"{prompted} runs", prompted * args.prompt_s),
             ("BLiMP dev (`blimp=`)", f"{scorings} scorings", scorings * args.blimp_s)]
     print(f"bert pretrains at {bert_rate:.3g} FLOP/s ({record['machine'].get('cpu')}, "

@@ -232,11 +232,10 @@ def test_each_architecture_has_its_own_random_init_control(stand_in_store):
 
     from encoderlab.study.cli import load_study
     from encoderlab.study.plan import plan
-    from encoderlab.study.runner import control_shapes
+    from encoderlab.study.runner import _models, control_shapes
 
     cfg = load_study("claims")
-    recipes = {n: r for n, r in plan(cfg, stand_in_store.data, Path(cfg.out_dir)).items() if "@" not in n}
-    of = control_shapes(cfg, recipes)
+    of = control_shapes(cfg, _models(cfg, plan(cfg, stand_in_store.data, Path(cfg.out_dir))))
     groups: dict[str, set] = {}
     for variant, shape in of.items():
         groups.setdefault(shape, set()).add(variant)

@@ -22,6 +22,7 @@ from encoderlab.data.store import TokenStore
 from encoderlab.data.tokenizer import load_tokenizer, train_tokenizer
 from encoderlab.device import resolve_device
 from encoderlab.models.build import build_model
+from encoderlab.models.config import ModelConfig
 from encoderlab.objectives.base import ObjectiveConfig
 from encoderlab.precision import machine_kind
 from encoderlab.study import blimp, launch, measure, runs, speed
@@ -84,7 +85,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     progress.total += prompt_total_weight(cfg)
     if cfg.random_control and cfg.variants:  # one control fine-tuning per architecture and task
         progress.total += sum(finetune_weight(cfg, recipes[n]) * len(cfg.tasks)
-                              for n in set(control_shapes(cfg, recipes).values()))
+                              for n in set(control_shapes(cfg, _models(cfg, recipes)).values()))
     check_machines(cfg, recipes, stages)
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
                         stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
@@ -212,19 +213,23 @@ def task_baselines(cfg: StudyConfig, data: dict, stages: Stages, progress: Progr
     return out
 
 
-def control_shapes(cfg: StudyConfig, recipes: dict[str, PretrainConfig]) -> dict[str, str]:
+def control_shapes(cfg: StudyConfig, models: dict[str, ModelConfig]) -> dict[str, str]:
     """{variant: the variant whose random-init control stands for it}: variants whose fine-tuned encoder
     (an ELECTRA's discriminator) has one config share a control, named by the first of them, the bert
-    role (else the first variant) first. Read from the recipes, so a clone without the weights finds
-    the same controls."""
+    role (else the first variant) first. ``models``: each variant's resolved model (from its recipe,
+    so a clone without the weights finds the same controls)."""
     main = cfg.roles.bert if cfg.variant(cfg.roles.bert or "") else cfg.variants[0].name
     shapes: dict[str, str] = {}
     out = {}
     for name in [main] + [v.name for v in cfg.variants if v.name != main]:
-        encoder = resolve_model(recipes[name].model, recipes[name].init, cfg.vocab_size).encoder
+        encoder = models[name].encoder
         shape = {**encoder.to_dict(), "embedding_size": encoder.emb_size}  # unset means the hidden size
         out[name] = shapes.setdefault(fingerprint(shape), name)
     return out
+
+
+def _models(cfg: StudyConfig, recipes: dict[str, PretrainConfig]) -> dict[str, ModelConfig]:
+    return {v.name: resolve_model(recipes[v.name].model, recipes[v.name].init, cfg.vocab_size) for v in cfg.variants}
 
 
 def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
@@ -235,7 +240,7 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
     compared with fresh ALBERT weights, not BERT's); {} when the study asks for no control."""
     if not cfg.random_control or not cfg.variants:
         return {}
-    of = control_shapes(cfg, recipes)
+    of = control_shapes(cfg, _models(cfg, recipes))
     main = next(iter(of))
     out = {"variant": main, **_control(cfg, recipes, main, None, data, stages, progress)}
     others = list(dict.fromkeys(c for c in of.values() if c != main))
