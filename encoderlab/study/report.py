@@ -149,7 +149,7 @@ def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
             ax[2].bar(x + i * 0.2, [d[k] for d in lat], width=0.2, label=k)
         ax[2].set_xticks(x + 0.3, names)
         ax[2].set(title="inference latency (seq 128)", ylabel="ms", yscale="log")
-        ax[2].legend(fontsize=7)
+        ax[2].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the bars
     for a in ax:
         # Anchor each rotated label's end at its tick, or long names sit under the neighbouring bar.
         plt.setp(a.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor", fontsize=7)
