@@ -106,3 +106,20 @@ def test_every_run_of_a_part_is_the_claims_studys_so_its_stages_are_reused(stand
     ours = {n: recipe_fingerprint(r) for n, r in plan(ours_cfg, data, Path(ours_cfg.out_dir)).items()}
     theirs = {n: recipe_fingerprint(r) for n, r in plan(claims, data, Path(claims.out_dir)).items()}
     assert len(ours) == 3 * len(ours_cfg.variants) and all(ours[n] == theirs[n] for n in ours)
+
+
+@pytest.mark.parametrize("part", PART_NAMES)
+def test_a_parts_fine_tuning_rates_are_picked_on_the_variants_the_builtin_picks_them_on(stand_in_store, part):
+    """A family's rate is picked on its first variant (study/lr.py); a part listing bert-sop (ALBERT's
+    family) before albert would pick ALBERT's rates again on another model and overwrite the stages."""
+    from encoderlab.study.plan import family_of, plan
+
+    def firsts(cfg):
+        recipes = plan(cfg, stand_in_store.data, Path(cfg.out_dir))
+        out = {}
+        for v in cfg.variants:
+            out.setdefault(family_of(cfg, recipes[v.name]), v.name)
+        return out
+
+    ours, theirs = firsts(StudyConfig.from_yaml(STUDY.parents[1] / part / "study.yaml")), firsts(load_study("claims"))
+    assert all(theirs[family] == first for family, first in ours.items()), (ours, theirs)
