@@ -20,6 +20,7 @@ from encoderlab.config import ConfigError
 from encoderlab.study import launch
 from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.config import ClaimRoles, StudyConfig
+from encoderlab.study.measure import derived_minimal_pairs
 from encoderlab.study.plan import recipe_fingerprint
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, Measure, Speed, StudyResults, VariantResult
@@ -102,6 +103,16 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     probes = {"generation_task": str(pairs), "robustness_task": "demo",
               "generation": {"epochs": 1, "max_target_length": 4, "beam_size": 1, "precision": "fp32"},
               "robustness": {"kinds": ["synonym"], "negation": "off"}}
+    # The study derives its adjacent-swap pairs (300) from held-out text when the file is absent; derived
+    # here, 24 of them, so that scoring 4 checkpoints stays quick (300 took 20 of this test's 70 s).
+    data = json.loads((out / "stages.json").read_text())["data"]["result"]
+    derived = derived_minimal_pairs(data, out / "data" / "minimal_pairs.jsonl", n=24)
+    swaps = [json.loads(line) for line in derived.read_text().splitlines()]
+    assert len(swaps) == 24 and all(p["UID"] == "adjacent-swap" for p in swaps)
+    for p in swaps:  # the bad sentence is the good one with two adjacent words swapped
+        good, bad = p["sentence_good"].split(), p["sentence_bad"].split()
+        i = next(k for k, (g, b) in enumerate(zip(good, bad)) if g != b)
+        assert bad[i:i + 2] == good[i:i + 2][::-1] and good[:i] + good[i + 2:] == bad[:i] + bad[i + 2:]
     report, probed = _run(tmp_path, variants=[*BASE["variants"], ELECTRA], minimal_pairs=None, **probes)
     assert not any("pretrain" in ln or "fine-tune" in ln for ln in probed)
     assert sum("generation probe" in ln for ln in probed) == 3 and sum("robustness probe" in ln for ln in probed) == 2
@@ -473,6 +484,10 @@ def test_a_study_with_its_own_variant_names_gets_verdicts_through_its_roles():
         assert mine[n].numbers == reference[n].numbers
     assert all(c.verdict == "not run" for c in evaluate_claims(ours, ClaimRoles()))
     assert mine[7].note.endswith("without the paper's copy mechanism (not the paper's)")
+    # Table 5's own questions beside the verdict: all tokens against the masked 15% in one objective
+    labels = [x.label for x in mine[7].comparisons]
+    assert labels == ["disc - base-mlm", "disc-all - (disc + base-mlm) / 2", "disc - disc-15"]
+    assert mine[7].comparisons[2].estimate.diff == pytest.approx(0.04)
     ours["disc-all"].spec.setdefault("objective", {})["copy_mechanism"] = True
     ours["disc-all"].curve.eval = [{"eval_mlm_masked_accuracy": 0.07, "eval_mlm_masked_softmax_accuracy": 0.18}]
     seven = _by_claim(evaluate_claims(ours, roles))[7]
@@ -906,3 +921,35 @@ def test_a_task_whose_files_are_missing_stops_the_study_before_pretraining(tmp_p
     (tmp_path / get_task("rte").subdir / get_task("rte").train).unlink()
     with pytest.raises(ConfigError, match="tasks: 'rte': .*not found"):
         check_tasks(cfg, {"glue_dir": str(tmp_path)})
+
+
+def test_claim_3_tests_both_halves_modest_and_shrinking_at_small_sizes():
+    """Claim 3 says the gain is modest and shrinks at small sizes: with one width pair only the first
+    half is tested (and the note says so); with two, the narrow pair's rounds must all gain less than
+    the wide pair's for "holds", all more for "does not hold"; overlapping rounds leave it undecided."""
+    def pair(bert_rounds, albert_rounds):
+        out = {}
+        for name, rounds in (("b", bert_rounds), ("a", albert_rounds)):
+            out[name] = _variant(0.8, name=name)
+            out[name].speed = Speed(threads=1, tokens_per_s=max(rounds), rounds=list(rounds), device="cpu")
+        return out
+
+    roles = ClaimRoles(width_pairs=(("b", "a"), ("b2", "a2")))
+    narrow = pair([100, 100, 100], [103, 102, 104])  # +2% to +4%
+    v = {**narrow}
+    one = _by_claim(evaluate_claims(v, roles))[3]
+    assert one.verdict == "holds" and "untested (one width" in one.note
+    assert one.numbers["a speed gain, lowest and highest round"] == "+0.020, +0.040"
+    wide = {f"{k}2": x for k, x in pair([100, 100, 100], [110, 112, 111]).items()}  # +10% to +12%
+    two = _by_claim(evaluate_claims({**narrow, **wide}, roles))[3]
+    assert two.verdict == "holds" and "every narrower pair's rounds below" in two.note
+    flipped = _by_claim(evaluate_claims({**{k: wide[f"{k}2"] for k in ("a", "b")},
+                                         **{f"{k}2": narrow[k] for k in ("a", "b")}}, roles))[3]
+    assert flipped.verdict == "does not hold"  # the narrow pair gains more
+    overlap = {f"{k}2": x for k, x in pair([100, 100, 100], [103.5, 99, 106]).items()}
+    assert _by_claim(evaluate_claims({**narrow, **overlap}, roles))[3].verdict == "inconclusive"
+    fast = {f"{k}2": x for k, x in pair([100, 100, 100], [140, 141, 142]).items()}  # shrinks, but not modest
+    assert _by_claim(evaluate_claims({**narrow, **fast}, roles))[3].verdict == "does not hold"
+    wide["a2"].curve.train = [{"tokens_per_s": 100.0, "peak_memory_mb": 6.0}]  # saves 40% of bert's 10 MB
+    heavy = _by_claim(evaluate_claims({**narrow, **wide}, roles))[3]
+    assert heavy.verdict == "does not hold" and "no, a2 saves memory 40%" in heavy.note
