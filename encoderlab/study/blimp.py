@@ -7,12 +7,12 @@ are held back on purpose), so the score is a development score and is always cal
 discriminator by the summed log P(original) of its tokens (eval/intrinsic.py); a variant's score is
 that of the network it deploys (an ELECTRA's discriminator), its generator's reported beside it.
 
-Two variants are compared on the same pairs by the study's hierarchical bootstrap (study/stats.py,
-judge.Judge.compare): each variant's (runs, pairs) outcomes at its runs' last checkpoints, the
-pretraining runs resampled per variant and the pairs, the same items for every run of both variants,
-resampled once per draw and shared, as fine-tuning seeds are; so the interval covers both how runs
-differ and which pairs were drawn. :func:`paired_diff` (a paired normal interval over pairs, close to
-McNemar's test at thousands of pairs) compares the pooled variants with the one random-init control.
+Two variants are compared on the same pairs by the study's estimate (study/stats.py,
+judge.Judge.compare): each variant's (runs, pairs) outcomes at its runs' last checkpoints, the pairs,
+the same items for every run of both variants, standing where the shared fine-tuning seeds stand; so the
+interval covers both how runs differ and which pairs were drawn. :func:`paired_diff` (a paired normal
+interval over pairs, close to McNemar's test at thousands of pairs) compares the pooled variants with
+the one random-init control.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A claim reads the variants that play its roles (StudyConfig.roles: the variant names the studies use
 by default, a user study's own names where it maps them); a claim whose variants are absent is
 reported as "not run". A quality claim's verdict comes from its comparisons (study/stats.py): the
-difference of two variants' scores with a 95% interval from a hierarchical bootstrap over pretraining
-runs and fine-tuning seeds, the difference the study could have detected, and the stated rule
+difference of two variants' scores with a 95% t interval whose variance reads the pretraining runs and
+the shared fine-tuning seeds, the difference the study could have detected, and the stated rule
 (stats.RULE). Claims 1, 2 and 8 are true by construction at these shapes: sanity checks of the setup,
 labelled so. Each claim names the paper's figure it corresponds to (study/published.py).
 
@@ -180,8 +180,8 @@ def training_speed(j: Judge, r: ClaimRoles) -> Claim:
     over = [f"{a} {what} {x:.0%}" for (_, a), g, m in zip(pairs, gains, savings)
             for what, x in (("gains", g), ("saves memory", m)) if x >= 0.3]
     c.note += ": " + ("yes" if modest else "no, " + ", ".join(over))
-    if len(pairs) == 1:
-        c.verdict = _verdict(modest)
+    if len(pairs) == 1:  # half the claim untested: it cannot hold, only fail on its other half
+        c.verdict = "inconclusive" if modest else "does not hold"
         c.note += "; shrinking: untested (one width; the study needs a second width pair)"
         return c
     steps = []  # narrow -> wide: +1 the gain grew, -1 it fell, 0 undecided

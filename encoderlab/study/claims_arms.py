@@ -1,6 +1,6 @@
 """Claims 15-17 (issue 36): the newer objectives as study arms, written as the claims of study/claims.py
 are (a function from the variants' results to a Claim) and judged by the same rule: a comparison is
-Judge.compare's, or for prompt scores stats.bootstrap_diff and stats.verdict on (P, S) arrays of
+Judge.compare's, or for prompt scores stats.diff_estimate and stats.verdict on (P, S) arrays of
 pretraining runs by few-shot seeds, which is what a fine-tuning's scores are.
 
 15: GPT-BERT (kind gptbert) against BERT (kind mlm) as an encoder, a claim of matching (at_least).
@@ -133,7 +133,7 @@ def discriminator_prompting(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> C
                          f"class): {', '.join(silent)}")
         a_scores = {t: x for t, x in a_scores.items() if t not in silent}
         b_scores = {t: x for t, x in b_scores.items() if t not in silent}
-        est = stats.bootstrap_diff(a_scores, b_scores, draws=j.draws)
+        est = stats.diff_estimate(a_scores, b_scores)
         label = f"{r.electra} discriminator - {r.bert} MLM, " + ("zero-shot" if k == 0 else f"{k}-shot")
         cmp = Comparison(label, "greater", est, stats.verdict(est, "greater", j.margin))
         if est is not None and est.se == 0:  # one run, one deterministic score a side: no interval to judge by

@@ -366,8 +366,10 @@ def _claims_section(claims: list, against: dict | None = None) -> list[str]:
                   "pretraining runs, not the families.", ""]
     elif ests:
         runs = sorted({n for e in ests for n in e.runs})
-        lines += [f"Pretraining runs per variant: {', '.join(map(str, runs))}; with so few, a bootstrap interval "
-                  "is approximate (no t-like widening).", ""]
+        dfs = sorted(e.df for e in ests if e.df is not None)
+        lines += [f"Pretraining runs per variant: {', '.join(map(str, runs))}; the intervals are t intervals at "
+                  + (f"{dfs[0]:.1f}-{dfs[-1]:.1f} degrees of freedom" if dfs else "their degrees of freedom")
+                  + " (few runs: wide intervals, as they should be).", ""]
     if not against:
         lines += ["Every task enters the aggregates: the study has no random-init control to test which tasks "
                   "carry signal.", ""]
