@@ -953,3 +953,19 @@ def test_claim_3_tests_both_halves_modest_and_shrinking_at_small_sizes():
     wide["a2"].curve.train = [{"tokens_per_s": 100.0, "peak_memory_mb": 6.0}]  # saves 40% of bert's 10 MB
     heavy = _by_claim(evaluate_claims({**narrow, **wide}, roles))[3]
     assert heavy.verdict == "does not hold" and "no, a2 saves memory 40%" in heavy.note
+
+
+def test_collapsed_fine_tunings_are_counted_where_a_mean_would_hide_them():
+    """An MCC of exactly 0 is a classifier answering one class: the variant tables and the report count
+    such fine-tunings over every run and seed, since a mean mixes them with real scores."""
+    from encoderlab.study.doc_tables import _cell
+    from encoderlab.study.report import _collapses
+
+    base = {"cola": {"one_class": [0.0], "majority": 0.69}}
+    scores = np.array([[0.0, 0.12, 0.0], [0.08, 0.0, 0.1]])
+    assert _cell(scores, base["cola"]) == "0.050 (3/6 one class)"
+    assert _cell(scores + 0.01, base["cola"]) == "0.060" and _cell(None, None) == "–"
+    v = _variant(0.8)
+    v.finetune = {FinetuneKey("cola", 1.0): {"score": {"median": 0.0, "std": 0.05, "n": 3},
+                                             "per_seed": [0.0, 0.12, 0.0]}}
+    assert "| v | 2/3 |" in _collapses({"v": v}, base)

@@ -127,6 +127,11 @@ def test_verdicts_of_directional_and_matching_claims():
     assert verdict(est(-0.005, 0.03), "at_least", 0.01) == "holds"  # matches or beats
     assert verdict(est(-0.05, -0.02), "at_least", 0.01) == "does not hold"
     assert verdict(est(-0.02, 0.0), "at_least", 0.01) == "inconclusive"
+    # "NSP adds little over none": A - B below +m, whatever its lower end
+    assert verdict(est(-0.05, 0.005), "at_most", 0.01) == "holds"
+    assert verdict(est(-0.005, 0.008), "at_most", 0.01) == "equivalent within ±0.01"
+    assert verdict(est(0.02, 0.05), "at_most", 0.01) == "does not hold"
+    assert verdict(est(-0.01, 0.03), "at_most", 0.01) == "inconclusive"
 
 
 def test_holm_adjustment():

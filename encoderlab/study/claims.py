@@ -278,7 +278,9 @@ def electra_quarter_compute(j: Judge, r: ClaimRoles) -> Claim:
         c.comparisons.append(cmp)
         c.numbers[f"electra at {f:g} of the budget"] = j.mean(r.electra, f)
     c.verdict = c.comparisons[0].verdict
-    c.note = f"equivalence margin ±{j.margin:g}; the verdict is the 1/4 checkpoint's"
+    c.note = (f"equivalence margin ±{j.margin:g}; the verdict is the 1/4 checkpoint's; the checkpoints are of "
+              "ELECTRA's full-budget schedule (its learning rate not yet decayed there), not runs scheduled for "
+              "a fraction of the budget, as the paper's were")
     return c
 
 
@@ -392,8 +394,9 @@ def sentence_objectives(j: Judge, r: ClaimRoles) -> Claim:
                        j, {"nsp": r.nsp, "sop": r.sop, "none": r.bert}, "sop", "nsp")
     if c.comparisons and _ran(j, r.bert):  # the second half, shown beside the verdict
         j = _scope(j, c)
-        c.comparisons.append(j.compare(f"{r.nsp} - {r.bert}", r.nsp, r.bert, kind="at_least"))
-        c.note = f"NSP against none (matching within ±{j.margin:g}): {c.comparisons[-1].verdict}; the verdict is SOP's"
+        c.comparisons.append(j.compare(f"{r.nsp} - {r.bert}", r.nsp, r.bert, kind="at_most"))
+        c.note = (f"NSP adds little over none (its gain below +{j.margin:g}): {c.comparisons[-1].verdict}; "
+                  "the verdict is SOP's")
     return c
 
 

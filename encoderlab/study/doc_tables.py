@@ -6,7 +6,10 @@ by hand."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from encoderlab.study.claims import plateau_accuracy
+from encoderlab.study.measure import one_class_count
 from encoderlab.study.metrics import EVAL_DISC_AUC
 from encoderlab.study.results import StudyResults
 
@@ -16,7 +19,8 @@ def variant_table(results: StudyResults, names: list[str] | None = None) -> list
     the steps of seed 0's run, its held-out MLM accuracy (an ELECTRA's generator's) and discriminator
     AUC at the last checkpoint, and per task the mean over every pretraining run and fine-tuning seed
     at the last fine-tuned budget; an unshared row where the variant was also fine-tuned unshared; each
-    random-init control's mean over its fine-tuning seeds last (the main one, then one per other shape)."""
+    random-init control's mean over its fine-tuning seeds last (the main one, then one per other shape);
+    a cell says how many of its fine-tunings collapsed to one class, where any did."""
     V = results.variants
     names = list(V) if names is None else names
     tasks = sorted({t for n in names for t in V[n].seed_scores()})
@@ -33,14 +37,24 @@ def variant_table(results: StudyResults, names: list[str] | None = None) -> list
             runs = max((len(x) for x in got.values()), default=0)
             lines.append(f"| {name}{' (unshared)' if unshared else ''} | {runs} | {steps:,} | "
                          f"{_num(plateau_accuracy(r))} | {_num(auc)} | "
-                         + " | ".join(_num(got[t].mean() if t in got else None) for t in tasks) + " |")
+                         + " | ".join(_cell(got.get(t), results.baselines.get(t)) for t in tasks) + " |")
     controls = results.controls or {}
     for shape, control in [(controls.get("variant"), controls), *(controls.get("shapes") or {}).items()]:
         ctl = control.get("tasks", {})
         if ctl:
             lines.append(f"| random init ({shape}'s shape) | – | 0 | – | – | " + " | ".join(
-                _num(sum(ctl[t]["per_seed"]) / len(ctl[t]["per_seed"]) if t in ctl else None) for t in tasks) + " |")
+                _cell(np.array(ctl[t]["per_seed"]) if t in ctl else None, results.baselines.get(t)) for t in tasks)
+                + " |")
     return lines
+
+
+def _cell(scores, baseline: dict | None) -> str:
+    """A task's mean, and how many of its fine-tunings collapsed to one class where any did (an MCC of
+    0 there is a classifier answering one class, averaged in with real scores)."""
+    if scores is None:
+        return "–"
+    k = one_class_count(scores, baseline)
+    return _num(float(np.mean(scores))) + (f" ({k}/{np.size(scores)} one class)" if k else "")
 
 
 def _num(x) -> str:

@@ -23,7 +23,7 @@ class Comparison:
     """One comparison of a claim: A - B, its estimate, the verdict by the rule, and per-task rows."""
 
     label: str
-    kind: str  # stats.Kind: "greater" (A > B) or "at_least" (A matches or beats B within the margin)
+    kind: str  # stats.Kind: "greater" (A > B), "at_least" (matches or beats within the margin), "at_most"
     estimate: stats.Estimate | None
     verdict: str
     per_task: dict[str, tuple[stats.Estimate | None, str]] = field(default_factory=dict)

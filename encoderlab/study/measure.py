@@ -7,6 +7,8 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
+
 from encoderlab.checkpoint import load_model
 from encoderlab.data.store import TokenStore
 from encoderlab.data.tokenizer import load_tokenizer
@@ -113,6 +115,12 @@ def one_class(ft: dict, baseline: dict | None) -> bool:
     """Whether every seed of a fine-tuning scored exactly what a one-class predictor scores."""
     one = (baseline or {}).get("one_class") or []
     return bool(one) and all(any(abs(s - b) < 1e-9 for b in one) for s in ft["per_seed"])
+
+
+def one_class_count(scores, baseline: dict | None) -> int:
+    """How many of ``scores`` (any shape: runs x seeds) are exactly what a one-class predictor scores."""
+    one = (baseline or {}).get("one_class") or []
+    return sum(any(abs(float(s) - b) < 1e-9 for b in one) for s in np.ravel(scores))
 
 
 def deployed_encoder(ck: str):

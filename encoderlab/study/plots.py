@@ -56,7 +56,7 @@ def forest_plot(claims: list[Claim], out: Path, margin: float, name: str = "clai
                 labels.append(x.label if task is None else f"on {task}")
                 y += 1
         ax.axvline(0, color="black", linewidth=0.8)
-        if any(x.kind == "at_least" for x in c.comparisons):
+        if any(x.kind in ("at_least", "at_most") for x in c.comparisons):
             ax.axvspan(-margin, margin, color="tab:blue", alpha=0.1, label=f"±{margin:g} (equivalence margin)")
         ax.set_yticks([-i for i in range(len(labels))], labels, fontsize=7)
         ax.set_ylim(-len(labels) + 0.5, 0.5)

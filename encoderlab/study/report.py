@@ -11,11 +11,13 @@ import json
 import platform
 from pathlib import Path
 
+import numpy as np
+
 from encoderlab.eval.common import versions
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, plateau_metric, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.judge import task_signal
-from encoderlab.study.measure import one_class
+from encoderlab.study.measure import one_class, one_class_count
 from encoderlab.study.metrics import (
     EVAL_DISC_AUC,
     EVAL_GEN_LOSS,
@@ -208,8 +210,9 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
     cols = sorted({(k.task, k.fraction) for r in V.values() for k in r.fine_tunings()})
     if not cols:
         return []
-    lines = ["Downstream score by task and pretraining budget (median ± std over seeds; † every seed scored what "
-             "a one-class predictor scores):", "",
+    lines = ["Downstream score by task and pretraining budget, of each variant's first pretraining run (median ± "
+             "std over its fine-tuning seeds; † every seed scored what a one-class predictor scores; every run's "
+             "means are in the per-variant table and the claims):", "",
              "| variant | " + " | ".join(f"{t} @ {f:g}" for t, f in cols) + " |", "|---|" + "---|" * len(cols)]
     rows = [(n, False) for n in V] + [(n, True) for n, r in V.items() if r.fine_tunings(unshared=True)]
     for name, unshared in rows:
@@ -229,6 +232,22 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
         lines.append(f"| random init ({name}'s architecture, no pretraining) | " + " | ".join(
             f"{ctl[t]['score']['median']:.3f} ± {ctl[t]['score']['std']:.3f}" if f == last and t in ctl else ""
             for t, f in cols) + " |")
+    return lines + [""]
+
+
+def _collapses(V: dict[str, VariantResult], baselines: dict) -> list[str]:
+    """How many of a variant's last fine-tunings of each task (every pretraining run x fine-tuning seed)
+    scored exactly what a one-class predictor scores: an MCC of 0 that is a classifier answering one class,
+    not a weak encoder, and a mean that mixes such zeros with real scores (issue 32's review)."""
+    tasks = sorted({t for r in V.values() for t in r.seed_scores() if (baselines.get(t) or {}).get("one_class")})
+    if not tasks:
+        return []
+    lines = ["Fine-tunings that collapsed to one class, over every pretraining run and fine-tuning seed (k of n):",
+             "", "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+    for name, r in V.items():
+        got = r.seed_scores()
+        cells = [f"{one_class_count(got[t], baselines[t])}/{np.size(got[t])}" if t in got else "" for t in tasks]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -519,7 +538,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
                      f"{st[TOKENS_PER_S]:.0f} | {st[PEAK_MEMORY_MB]:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
                      f"{_fmt(ev.get(EVAL_DISC_AUC))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
-    lines += [""] + _task_table(V, results.baselines, results.controls)
+    lines += [""] + _task_table(V, results.baselines, results.controls) + _collapses(V, results.baselines)
     lines += _blimp_table(V, results.controls)
     lat_keys = sorted(next(iter(V.values())).measure.latency_ms or {})
     where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"

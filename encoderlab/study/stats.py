@@ -56,12 +56,13 @@ RULE = ("Each comparison is the difference of the two variants' mean scores (the
         "the opposite one, and is inconclusive otherwise. A claim of matching is 'equivalent within ±m' when the "
         "interval lies inside ±m (m: the study's equivalence_margin; with a 95% interval this is two one-sided "
         "tests at 2.5% each), holds (matches or beats) when the interval's lower end is above -m, and does not "
-        "hold when its upper end is below -m. 'Detectable' is the smallest difference the comparison would find "
+        "hold when its upper end is below -m; a claim that A adds little over B is its mirror image (holds "
+        "when the upper end is below +m). 'Detectable' is the smallest difference the comparison would find "
         "with 80% power at two-sided alpha 0.05 by the textbook formula ((t_0.975 + t_0.80) x its standard error at "
         "its degrees of freedom); with 3 runs a side this procedure finds an effect of that size in about two "
         "studies of three (simulated), so read it as a lower bound. Holm's adjustment is applied to the "
         "p-values of every comparison in the report; it is printed beside each verdict and does not decide it.")
-Kind = Literal["greater", "at_least"]
+Kind = Literal["greater", "at_least", "at_most"]
 
 
 @dataclass(frozen=True)
@@ -221,11 +222,16 @@ def t_quantile(q: float, df: float) -> float:
 
 
 def verdict(e: Estimate | None, kind: Kind = "greater", margin: float = 0.01) -> str:
-    """The rule (RULE): "greater" claims A > B; "at_least" claims A matches or beats B within ±margin."""
+    """The rule (RULE): "greater" claims A > B; "at_least" claims A matches or beats B within ±margin;
+    "at_most" claims A adds little over B (A - B below +margin: NSP over no sentence loss)."""
     if e is None:
         return "inconclusive"
     if kind == "greater":
         return "holds" if e.lo > 0 else "does not hold" if e.hi < 0 else "inconclusive"
+    if kind == "at_most":
+        if e.hi < margin:
+            return f"equivalent within ±{margin:g}" if e.lo > -margin else "holds"
+        return "does not hold" if e.lo > margin else "inconclusive"
     if e.lo > -margin:
         return f"equivalent within ±{margin:g}" if e.hi < margin else "holds"
     return "does not hold" if e.hi < -margin else "inconclusive"
