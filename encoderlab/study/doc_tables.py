@@ -63,13 +63,16 @@ def _num(x) -> str:
 
 def verdict_table(claims: list) -> list[str]:
     """A Markdown table of a report's verdicts, one row per claim, for the READMEs (a test checks that the
-    committed ones match their report.json): each quality claim's first comparison, its interval and
-    the difference it could have detected."""
+    committed ones match their report.json): each quality claim's first comparison (the one its verdict
+    reads), its interval and the difference it could have detected."""
     lines = ["| claim | verdict | first comparison | difference [95% interval] | detectable |", "|---|---|---|---|---|"]
     for c in claims:
-        x = next((x for x in c.comparisons if x.estimate is not None), None)
+        # The first comparison is the claim's own (the one its verdict reads); where it has no estimate (no
+        # task carries signal) the row says so rather than showing a later, secondary comparison's.
+        x = c.comparisons[0] if c.comparisons else None
         e = x.estimate if x else None
-        cells = ["–"] * 3 if e is None else [x.label, f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]", f"{e.mdd:.3f}"]
+        cells = (["–"] * 3 if x is None else [x.label, "–", "–"] if e is None
+                 else [x.label, f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]", f"{e.mdd:.3f}"])
         verdict = c.verdict + (" (sanity check)" if c.kind else "")
         lines.append(f"| {c.claim}. {c.title} | {verdict} | " + " | ".join(cells) + " |")
     return lines
