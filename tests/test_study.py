@@ -969,3 +969,17 @@ def test_collapsed_fine_tunings_are_counted_where_a_mean_would_hide_them():
     v.finetune = {FinetuneKey("cola", 1.0): {"score": {"median": 0.0, "std": 0.05, "n": 3},
                                              "per_seed": [0.0, 0.12, 0.0]}}
     assert "| v | 2/3 |" in _collapses({"v": v}, base)
+
+
+def test_claim_6_pools_the_claimed_band_of_generators_instead_of_picking_the_better_after_the_fact():
+    """The band 1/4-1/2 is the claim's, so the two are pooled with equal weights before the data are read
+    (picking the better of the two and testing it is a winner's curse); the pool is held against every
+    other width."""
+    roles = ClaimRoles(generator_sizes={"1/8": "g8", "1/4": "g4", "1/2": "g2", "1": "g1"})
+    v = {"g8": _variant(0.70), "g4": _variant(0.80), "g2": _variant(0.76), "g1": _variant(0.71)}
+    six = _by_claim(evaluate_claims(v, roles))[6]
+    assert [x.label for x in six.comparisons] == ["(generator 1/4 + generator 1/2) / 2 - generator 1/8",
+                                                  "(generator 1/4 + generator 1/2) / 2 - generator 1"]
+    assert six.comparisons[1].estimate.diff == pytest.approx(0.07) and six.verdict == "holds"
+    v["g8"] = _variant(0.85)  # a narrower generator beats the band
+    assert _by_claim(evaluate_claims(v, roles))[6].verdict == "does not hold"

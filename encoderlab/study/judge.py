@@ -103,12 +103,13 @@ class Judge:
 
     def compare(self, label: str, a: str, b: str, *, kind: stats.Kind = "greater", a_fraction: float | None = None,
                 b_fraction: float | None = None, a_unshared: bool = False, b_unshared: bool = False,
-                b_scores: dict | None = None) -> Comparison:
-        """``b_scores``: scores that are no variant's own (claim 7's midpoint of ELECTRA and BERT)."""
-        sa = self.scores(a, a_fraction, a_unshared)
+                a_scores: dict | None = None, b_scores: dict | None = None) -> Comparison:
+        """``a_scores`` / ``b_scores``: scores that are no variant's own (claim 7's midpoint of ELECTRA and
+        BERT, claim 6's band of generators), in place of ``a``'s / ``b``'s."""
+        sa = a_scores if a_scores is not None else self.scores(a, a_fraction, a_unshared)
         sb = b_scores if b_scores is not None else self.scores(b, b_fraction, b_unshared)
         # One variant against itself (ALBERT unshared against shared, two checkpoints of its runs): paired by run.
-        same_runs = b_scores is None and a == b
+        same_runs = a_scores is None and b_scores is None and a == b
         e = stats.diff_estimate(sa, sb, paired_runs=same_runs)
         per = {}
         if len(set(sa) & set(sb)) > 1:
@@ -116,7 +117,8 @@ class Judge:
                 x = stats.diff_estimate({t: sa[t]}, {t: sb[t]}, paired_runs=same_runs)
                 per[t] = (x, stats.verdict(x, kind, self.margin))
         za, zb = self.zero_shot(a), self.zero_shot(b)
-        if za and zb and b_scores is None and a_fraction is b_fraction is None and not (a_unshared or b_unshared):
+        own = a_scores is None and b_scores is None and a_fraction is b_fraction is None
+        if za and zb and own and not (a_unshared or b_unshared):
             # Zero-shot evidence beside the tasks, not in the aggregate, by the same estimate: the pairs,
             # the same items for every run of both variants, stand where the fine-tuning seeds stand.
             x = stats.diff_estimate({za[0]: za[1]}, {za[0]: zb[1]}) if (
