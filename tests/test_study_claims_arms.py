@@ -140,6 +140,10 @@ def test_claim_17_leaves_out_tasks_where_no_prompted_variant_beats_the_majority_
                    electra=_variant("electra", 0.7, prompt=_prompt("discriminator", [0.491] * 3, **steady)))
     c = discriminator_prompting(above, ROLES)
     assert c.verdict == "does not hold" and "no signal" not in c.note
+    # a variant the claim does not compare, however good a prompt learner, does not let a task in
+    other = _variant("gpt-bert", 0.7, prompt=_prompt("mlm", [0.80, 0.81, 0.79], **steady))
+    assert discriminator_prompting(_judge(**{"bert": at_majority.v["bert"], "electra": at_majority.v["electra"],
+                                             "gpt_bert": other}), ROLES).comparisons[0].estimate is None
     # records without a majority class (stages written before it was kept) enter as before
     old = _judge(bert=_variant("bert", 0.7, prompt=_prompt("mlm", [0.520, 0.521, 0.519], majority=None)),
                  electra=_variant("electra", 0.7, prompt=_prompt("discriminator", [0.491, 0.49, 0.492], majority=None)))

@@ -151,32 +151,37 @@ def discriminator_prompting(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> C
 
 def prompt_signal(j: Judge, k: int, r: ClaimRoles) -> dict[str, tuple[bool, str]]:
     """{task: (signal, "electra / bert / majority" accuracies)} at k shots: a task carries signal when
-    some prompted variant's mean accuracy is above the majority class beyond a 95% interval that holds
-    both the spread over its pretraining runs and the eval split's binomial error (sqrt(a (1 - a) / n):
-    the runs share one eval split, so their spread alone would call a label bias of one point
-    significant). A task whose records carry no majority class (older stages) enters as before."""
-    best: dict[str, float] = {}
+    the claim's own two variants (electra and bert), pooled with equal weights as the fine-tuning rule
+    pools a claim's variants (judge.Judge.among), score above the majority class beyond a 95% t interval
+    that holds both the spread over their pretraining runs and the eval split's binomial error
+    (sqrt(a (1 - a) / n): the runs share one eval split, so their spread alone would call a label bias
+    of one point significant). A task whose records carry no majority class (older stages) enters as
+    before. (Until 2026-12-06 the best of every prompted variant in the study decided: a maximum over
+    variants the claim does not compare.)"""
+    per: dict[str, dict[str, np.ndarray]] = {}
     majority: dict[str, float | None] = {}
-    means: dict[str, dict[str, float]] = {}
-    for name, res in j.v.items():
-        for task, by_k in (res.measure.prompt or {}).items():
+    num: dict[str, int] = {}
+    for name in (r.electra, r.bert):
+        for task, by_k in ((j.v[name].measure.prompt or {}) if name in j.v else {}).items():
             rec = next((x for key, x in by_k.items() if _k(key) == k), None)
             if not rec or not rec.get("per_run"):
                 continue
-            runs = np.array([np.mean(x) for x in rec["per_run"]])  # (P,) each run's mean over few-shot seeds
-            a, n = float(runs.mean()), sum((rec.get("num_eval") or {}).values())
+            per.setdefault(task, {})[name] = np.array([np.mean(x) for x in rec["per_run"]])  # (P,) run means
             majority[task] = rec.get("majority")
-            means.setdefault(task, {})[name] = a
-            if majority[task] is None or not n:
-                continue
-            se_runs = runs.std(ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else 0.0
-            lo = a - majority[task] - 1.96 * float(np.sqrt(se_runs**2 + a * (1 - a) / n))
-            best[task] = max(best.get(task, -np.inf), lo)
+            num[task] = sum((rec.get("num_eval") or {}).values())
     out = {}
     for task, m in majority.items():
-        shown = " / ".join(f"{means[task][n]:.3f}" if n in means[task] else "-" for n in (r.electra, r.bert))
+        runs = per[task]
+        shown = " / ".join(f"{runs[n].mean():.3f}" if n in runs else "-" for n in (r.electra, r.bert))
         shown += f" / {m:.3f}" if m is not None else " / -"
-        out[task] = (m is None or best.get(task, -np.inf) > 0, shown)
+        if m is None or not num[task]:
+            out[task] = (True, shown)
+            continue
+        a = float(np.mean([x.mean() for x in runs.values()]))
+        run_var = sum(x.var(ddof=1) / len(x) for x in runs.values() if len(x) > 1) / len(runs) ** 2
+        terms = [(run_var, sum(len(x) - 1 for x in runs.values())), (a * (1 - a) / num[task], num[task] - 1)]
+        e = stats.t_estimate(a - m, [(v, df) for v, df in terms if df > 0], (1, 1), 0, False)
+        out[task] = (e.lo > 0, shown)
     return out
 
 
