@@ -2,17 +2,17 @@
 t interval, the smallest difference the study could have detected, the verdict rule, and Holm's
 adjustment across a report's comparisons.
 
-A variant's scores on one task form a (P, S) array: P pretraining runs (seeds of the whole
-pretraining: initialisation and data order) by S fine-tuning seeds. Fine-tuning seed s gives the
-classifier head the same initialisation and the examples the same order in every run of every
-variant whose classifier has the same shape (eval/finetune.py seeds both from s alone), so the
-fine-tuning seeds are crossed with the runs and a seed's effect common to two variants cancels in
-their difference. Where two variants' classifiers differ in shape (BERT's pooler and ELECTRA's none), the
-seed's head initialisation differs too and its effect is not common: it shows as the seed x variant
-interaction, which the estimate reads. Pretraining runs of two variants share nothing beyond the seed
-number. Tasks and their dev sets are fixed (the claim is about these tasks: CoLA's 1,043 dev
-sentences would add about 0.03 of sampling error to an MCC near 0, which the intervals leave out): the aggregate is the mean over tasks of each task's mean over
-runs and seeds, and each side's (P, S) table of task means is what the variance is read from.
+A variant's scores on one task form a (P, S) array: P pretraining runs (seeds of the whole pretraining:
+initialisation and data order) by S fine-tuning seeds. Fine-tuning seed s gives the classifier head the
+same initialisation and the examples the same order in every run of every variant whose classifier has
+the same shape (eval/finetune.py seeds both from s alone), so the fine-tuning seeds are crossed with the
+runs and a seed's effect common to two variants cancels in their difference. Where two variants'
+classifiers differ in shape (BERT's pooler and ELECTRA's none), the seed's head initialisation differs
+too and its effect is not common: it shows as the seed x variant interaction, which the estimate reads.
+Pretraining runs of two variants share nothing beyond the seed number. Tasks and their dev sets are
+fixed (the claim is about these tasks: CoLA's 1,043 dev sentences would add about 0.03 of sampling error
+to an MCC near 0, which the intervals leave out): the aggregate is the mean over tasks of each task's
+mean over runs and seeds, and each side's (P, S) table of task means is what the variance is read from.
 
 The variance of a difference has two estimated parts (components()): how the pretraining runs differ,
 from each side's run means (P - 1 degrees of freedom a side), and how the shared seeds act on the two
