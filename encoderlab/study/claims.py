@@ -506,7 +506,7 @@ def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | Non
     and bigram accuracies). Which tasks enter a claim's aggregates: those its compared variants learn
     beyond the random-init control (``controls``, Judge.among), or a fixed ``signal`` for every claim
     (task -> enters), or every task when neither is given. Holm's adjustment runs over every
-    comparison of every claim."""
+    directional comparison of every claim."""
     roles = roles or ClaimRoles()
     from encoderlab.study.claims_arms import ARM_CLAIMS  # it imports this module (Claim, the helpers)
 
@@ -518,7 +518,8 @@ def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | Non
             c.plateau = [n for n in c.compared if n in v and left_plateau(v[n], baselines) is False]
         c.published, c.compute = c.published or published(c.claim), compute_ratio(c.claim, budget_flops)
         out.append(c)
-    every = [x for c in out for x in c.comparisons if x.estimate is not None]
+    # Holm's family: the directional comparisons (a claim of matching reads its margin, not a p against zero)
+    every = [x for c in out for x in c.comparisons if x.estimate is not None and x.kind == "greater"]
     for x, p in zip(every, stats.holm([x.estimate.p for x in every])):
         x.holm_p = p
     return out

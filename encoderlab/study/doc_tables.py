@@ -64,15 +64,19 @@ def _num(x) -> str:
 def verdict_table(claims: list) -> list[str]:
     """A Markdown table of a report's verdicts, one row per claim, for the READMEs (a test checks that the
     committed ones match their report.json): each quality claim's first comparison (the one its verdict
-    reads), its interval and the difference it could have detected."""
-    lines = ["| claim | verdict | first comparison | difference [95% interval] | detectable |", "|---|---|---|---|---|"]
+    reads), its interval, the difference it could have detected, and its Holm-adjusted p over every
+    comparison of the report (printed beside the verdict; the rule does not read it; "–" for a claim of
+    matching, whose p would test a difference of zero, not the margin its verdict reads)."""
+    lines = ["| claim | verdict | first comparison | difference [95% interval] | detectable | Holm p |",
+             "|---|---|---|---|---|---|"]
     for c in claims:
         # The first comparison is the claim's own (the one its verdict reads); where it has no estimate (no
         # task carries signal) the row says so rather than showing a later, secondary comparison's.
         x = c.comparisons[0] if c.comparisons else None
         e = x.estimate if x else None
-        cells = (["–"] * 3 if x is None else [x.label, "–", "–"] if e is None
-                 else [x.label, f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]", f"{e.mdd:.3f}"])
+        cells = (["–"] * 4 if x is None else [x.label, "–", "–", "–"] if e is None
+                 else [x.label, f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]", f"{e.mdd:.3f}",
+                       "–" if x.holm_p is None or x.kind != "greater" else f"{x.holm_p:.3f}"])
         verdict = c.verdict + (" (sanity check)" if c.kind else "")
         lines.append(f"| {c.claim}. {c.title} | {verdict} | " + " | ".join(cells) + " |")
     return lines

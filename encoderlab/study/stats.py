@@ -64,7 +64,8 @@ RULE = ("Each comparison is the difference of the two variants' mean scores (the
         "with 80% power at two-sided alpha 0.05 by the textbook formula ((t_0.975 + t_0.80) x its standard error at "
         "its degrees of freedom); with 3 runs a side this procedure finds an effect of that size in about two "
         "studies of three (simulated), so read it as a lower bound. Holm's adjustment is applied to the "
-        "p-values of every comparison in the report; it is printed beside each verdict and does not decide it.")
+        "p-values of every directional comparison in the report; it is printed beside each verdict and does not "
+        "decide it.")
 Kind = Literal["greater", "at_least", "at_most"]
 
 
