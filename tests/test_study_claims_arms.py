@@ -166,3 +166,7 @@ def test_registered_beside_claims_1_to_14_they_are_evaluated_with_holm_and_their
     out = {c.claim: c for c in claims.evaluate_claims(v, draws=200)}
     assert out[16].verdict == "holds" and out[16].comparisons[0].holm_p is not None
     assert out[16].published == PUBLISHED_ARMS[16] and out[15].verdict == out[17].verdict == "not run"
+    # a claim of matching reads its margin: its comparison is outside Holm's family
+    v["gpt-bert"] = _variant("gpt-bert", 0.71)
+    fifteen = {c.claim: c for c in claims.evaluate_claims(v)}[15].comparisons[0]
+    assert fifteen.kind == "at_least" and fifteen.estimate is not None and fifteen.holm_p is None
