@@ -42,7 +42,7 @@ def _variant(name: str, level: float, *, spread: float = 0.01, runs: int = 3, se
 
 
 def _judge(**variants) -> Judge:
-    return Judge({n.replace("_", "-"): v for n, v in variants.items()}, margin=0.01, draws=400)
+    return Judge({n.replace("_", "-"): v for n, v in variants.items()}, margin=0.01)
 
 
 @pytest.mark.parametrize("gap,verdict", [(0.03, "holds"), (0.0, "equivalent within ±0.01"),
@@ -163,7 +163,7 @@ def test_registered_beside_claims_1_to_14_they_are_evaluated_with_holm_and_their
     monkeypatch.setattr(claims, "CLAIMS", claims.CLAIMS + ARM_CLAIMS)
     monkeypatch.setattr(published, "PUBLISHED", {**published.PUBLISHED, **PUBLISHED_ARMS})
     v = {"bert": _variant("bert", 0.70), "clm-then-mlm": _variant("clm-then-mlm", 0.74)}
-    out = {c.claim: c for c in claims.evaluate_claims(v, draws=200)}
+    out = {c.claim: c for c in claims.evaluate_claims(v)}
     assert out[16].verdict == "holds" and out[16].comparisons[0].holm_p is not None
     assert out[16].published == PUBLISHED_ARMS[16] and out[15].verdict == out[17].verdict == "not run"
     # a claim of matching reads its margin: its comparison is outside Holm's family

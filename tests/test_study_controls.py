@@ -29,11 +29,11 @@ def test_a_task_without_signal_is_kept_out_of_the_aggregates():
     rng = np.random.default_rng(0)
     v = {"bert": _variant("bert", 0.25, 0.68, rng), "electra": _variant("electra", 0.23, 0.74, rng)}
     controls = {"variant": "bert", "tasks": {"cola": _ft(0.0, rng), "mrpc": _ft(0.71, rng)}}
-    signal = task_signal(v, controls, draws=300)
+    signal = task_signal(v, controls)
     assert {t: ok for t, (ok, _) in signal.items()} == {"cola": True, "mrpc": False}
     assert signal["cola"][1].lo > 0.2
-    every = {str(c.claim): c for c in evaluate_claims(v, draws=300)}
-    kept = {str(c.claim): c for c in evaluate_claims(v, signal={"cola": True, "mrpc": False}, draws=300)}
+    every = {str(c.claim): c for c in evaluate_claims(v)}
+    kept = {str(c.claim): c for c in evaluate_claims(v, signal={"cola": True, "mrpc": False})}
     assert every["5a"].verdict == "holds"  # MRPC's noise decides it
     assert kept["5a"].verdict == "does not hold" and kept["5a"].numbers["electra - bert"] == pytest.approx(-0.02,
                                                                                                            abs=0.005)
@@ -95,16 +95,16 @@ def test_blimp_dev_enters_a_claims_rows_only_with_signal():
         bits = "1" * k + "0" * (1000 - k)
         v[name].measure.blimp = {"1": {"label": label, "n": 1000, "deployed": "mlm",
                                           "networks": {"mlm": {"accuracy": k / 1000, "correct": bits}}}}
-    rows = {str(c.claim): c for c in evaluate_claims(v, draws=200)}["5a"].comparisons[0].per_task
+    rows = {str(c.claim): c for c in evaluate_claims(v)}["5a"].comparisons[0].per_task
     assert rows[f"{label}, zero-shot"][1] == "does not hold"  # 0.60 against 0.70, paired over pairs
     from encoderlab.study.results import Replica
 
     bits = "1" * 800 + "0" * 200  # a second pretraining run of bert: each pair's outcome averaged over both
     v["bert"].replicas = [Replica(seed=1, run_dir="", measure=Measure(blimp={"1": {
         "label": label, "n": 1000, "deployed": "mlm", "networks": {"mlm": {"accuracy": 0.8, "correct": bits}}}}))]
-    rows = {str(c.claim): c for c in evaluate_claims(v, draws=200)}["5a"].comparisons[0].per_task
+    rows = {str(c.claim): c for c in evaluate_claims(v)}["5a"].comparisons[0].per_task
     assert rows[f"{label}, zero-shot"][0].diff == pytest.approx(0.6 - 0.75)
-    off = evaluate_claims(v, draws=200, signal={"cola": True, "mrpc": True, label: False})
+    off = evaluate_claims(v, signal={"cola": True, "mrpc": True, label: False})
     assert f"{label}, zero-shot" not in {str(c.claim): c for c in off}["5a"].comparisons[0].per_task
     controls = {"tasks": {}, "blimp": {"n": 1000, "deployed": "mlm",
                                        "networks": {"mlm": {"correct": "1" * 500 + "0" * 500}}}}
@@ -132,7 +132,7 @@ def test_blimp_dev_interval_covers_pretraining_runs_not_only_pairs():
     for name, (k0, k1) in (("bert", (800, 620)), ("electra", (660, 680))):
         v[name].measure.blimp = record(k0)
         v[name].replicas = [Replica(seed=1, run_dir="", measure=Measure(blimp=record(k1)))]
-    j = Judge(v, draws=400)
+    j = Judge(v)
     _, a = j.zero_shot("bert")
     _, b = j.zero_shot("electra")
     assert a.shape == b.shape == (2, 1000)
@@ -157,10 +157,10 @@ def test_a_claims_tasks_are_those_its_own_variants_learn_whatever_else_the_study
     for r, size in ((v["bert"], 2.0), (widths["albert"], 1.0)):  # claim 1 reads them
         r.measure.params_encoder, r.measure.checkpoint_mb = size, size
     controls = {"variant": "bert", "tasks": {"cola": _ft(0.0, rng), "mrpc": _ft(0.70, rng)}}
-    assert task_signal(v | widths, controls, draws=300)["cola"][0] is False  # the whole study pooled
+    assert task_signal(v | widths, controls)["cola"][0] is False  # the whole study pooled
     roles = ClaimRoles(generator_sizes=sizes)
-    alone = {str(c.claim): c for c in evaluate_claims(v, roles, controls=controls, draws=300)}
-    claims = {str(c.claim): c for c in evaluate_claims(v | widths, roles, controls=controls, draws=300)}
+    alone = {str(c.claim): c for c in evaluate_claims(v, roles, controls=controls)}
+    claims = {str(c.claim): c for c in evaluate_claims(v | widths, roles, controls=controls)}
     five = claims["5a"]
     assert {t: ok for t, (ok, _) in five.signal.items()} == {"cola": True, "mrpc": False}
     assert five.verdict == alone["5a"].verdict == "does not hold"
@@ -209,7 +209,7 @@ def test_choosing_a_claims_tasks_by_its_variants_pooled_mean_keeps_false_holds_a
         seed_fx = rng.normal(0, 0.02, 5)  # a fine-tuning seed's head init and order, shared by every model
         v = {n: variant(n, seed_fx) for n in ("bert", "electra")}
         controls = {"variant": "bert", "tasks": {"cola": ft(seed_fx + rng.normal(0, 0.01, 5))}}
-        five = {str(c.claim): c for c in evaluate_claims(v, controls=controls, draws=200)}["5a"]
+        five = {str(c.claim): c for c in evaluate_claims(v, controls=controls)}["5a"]
         if five.signal["cola"][0]:
             entered += 1
             holds += five.verdict == "holds"
@@ -245,10 +245,10 @@ def test_a_variant_is_held_against_its_own_architectures_control():
     controls = {"variant": "bert", "tasks": {"cola": _ft(0.0, rng), "mrpc": _ft(0.70, rng)},
                 "shapes": {"albert": {"tasks": {"cola": _ft(0.20, rng), "mrpc": _ft(0.70, rng)}}},
                 "of": {"albert": "albert"}}
-    alone = {n: task_signal(v, controls, draws=300, names=(n,))["cola"] for n in v}
+    alone = {n: task_signal(v, controls, names=(n,))["cola"] for n in v}
     assert alone["bert"][0] and alone["bert"][1].diff == pytest.approx(0.25, abs=0.01)
     assert alone["albert"][1].diff == pytest.approx(0.02, abs=0.01)
-    both = task_signal(v, controls, draws=300)["cola"][1]  # each against its own, pooled
+    both = task_signal(v, controls)["cola"][1]  # each against its own, pooled
     assert both.diff == pytest.approx((0.25 + 0.02) / 2, abs=0.01)
     from encoderlab.study.report import _task_table
 

@@ -34,7 +34,7 @@ def test_forest_plot_and_claim_curves_render(tmp_path):
     rng = np.random.default_rng(0)
     v = {n: _variant(n, lvl, acc, rng) for n, lvl, acc in (("bert", 0.45, 0.3), ("electra", 0.47, 0.2),
                                                            ("bert-proposal", 0.46, 0.3), ("albert", 0.42, 0.25))}
-    claims = evaluate_claims(v, draws=200)
+    claims = evaluate_claims(v)
     assert forest_plot(claims, tmp_path, 0.01) == "claims_forest.png"
     assert claim_curves(claims, v, tmp_path) == "claims_curves.png"
     forest = imread(tmp_path / "claims_forest.png")

@@ -146,7 +146,7 @@ def test_two_worker_processes_store_what_one_process_does(probed):
 
 def test_claim_17_gives_a_verdict_on_the_probes_results(probed):
     _, variants, _, _, _ = probed
-    c = discriminator_prompting(Judge(variants, margin=0.01, draws=200), ClaimRoles())
+    c = discriminator_prompting(Judge(variants, margin=0.01), ClaimRoles())
     assert c.verdict != "not run"
     assert [x.label.rsplit(", ", 1)[1] for x in c.comparisons] == ["zero-shot", "4-shot"]
     # the toy's dev split: its majority class beside each model's zero-shot accuracy

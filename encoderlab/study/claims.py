@@ -500,7 +500,7 @@ CLAIMS: list[Callable[[Judge, ClaimRoles], Claim]] = [
 
 def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | None = None, *,
                     margin: float = 0.01, controls: dict | None = None, signal: dict[str, bool] | None = None,
-                    budget_flops: float | None = None, draws: int = stats.DRAWS) -> list[Claim]:
+                    budget_flops: float | None = None) -> list[Claim]:
     """Every claim over the variants' results; a run quality claim lists, under ``plateau``, the
     variants it compares that had not left the unigram plateau (baselines: the held-out unigram
     and bigram accuracies). Which tasks enter a claim's aggregates: those its compared variants learn
@@ -510,7 +510,7 @@ def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | Non
     roles = roles or ClaimRoles()
     from encoderlab.study.claims_arms import ARM_CLAIMS  # it imports this module (Claim, the helpers)
 
-    judge = Judge(v, margin=margin, signal=signal, draws=draws, controls=controls)
+    judge = Judge(v, margin=margin, signal=signal, controls=controls)
     out = []
     for claim in CLAIMS + ARM_CLAIMS:
         c = claim(judge, roles)

@@ -39,14 +39,12 @@ class Comparison:
 @dataclass
 class Judge:
     """What every quality claim compares with: the variants, the equivalence margin, which tasks enter
-    the aggregates (``signal``: task -> whether it carries signal; None: every task), ``draws`` (unused
-    since the estimate became analytic; kept for callers), and the random-init control (``controls``,
-    the study's) from which among() decides ``signal`` per claim."""
+    the aggregates (``signal``: task -> whether it carries signal; None: every task), and the random-init
+    control (``controls``, the study's) from which among() decides ``signal`` per claim."""
 
     v: V
     margin: float = 0.01
     signal: dict[str, bool] | None = None
-    draws: int = stats.DRAWS
     controls: dict | None = None
     _tested: dict = field(default_factory=dict, repr=False)  # variant names -> task_signal, shared by copies
 
@@ -63,7 +61,7 @@ class Judge:
             return self, {}
         key = tuple(sorted({n for n in names if n in self.v}))
         if key not in self._tested:
-            self._tested[key] = task_signal(self.v, self.controls, self.draws, names=key)
+            self._tested[key] = task_signal(self.v, self.controls, names=key)
         tested = self._tested[key]
         return dataclasses.replace(self, signal={t: ok for t, (ok, _) in tested.items()}), tested
 
@@ -126,7 +124,7 @@ class Judge:
         return Comparison(label, kind, e, stats.verdict(e, kind, self.margin), per)
 
 
-def task_signal(v: V, controls: dict, draws: int = stats.DRAWS, names: tuple[str, ...] | None = None
+def task_signal(v: V, controls: dict, names: tuple[str, ...] | None = None
                 ) -> dict[str, tuple[bool, stats.Estimate | None]]:
     """Per task with a random-init control: whether the pretrained variants (``names``; None: every
     variant) beat it beyond the 95% interval (signal), and the estimate. The pretrained side pools

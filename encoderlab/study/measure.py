@@ -113,8 +113,7 @@ def bow_baseline(task: TaskRef, cfg: StudyConfig, data: dict) -> float:
 
 def one_class(ft: dict, baseline: dict | None) -> bool:
     """Whether every seed of a fine-tuning scored exactly what a one-class predictor scores."""
-    one = (baseline or {}).get("one_class") or []
-    return bool(one) and all(any(abs(s - b) < 1e-9 for b in one) for s in ft["per_seed"])
+    return bool((baseline or {}).get("one_class")) and one_class_count(ft["per_seed"], baseline) == len(ft["per_seed"])
 
 
 def one_class_count(scores, baseline: dict | None) -> int:

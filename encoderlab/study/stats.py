@@ -39,7 +39,6 @@ from typing import Literal
 
 import numpy as np
 
-DRAWS = 2000  # kept for callers that pass draws (the estimate is analytic now; the argument is unused)
 LEVEL = 0.95
 POWER = 0.80
 # The df of a t interval is Satterthwaite's, capped at the summed df of the terms that carry 30% or
