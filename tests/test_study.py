@@ -192,8 +192,25 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     assert any("preparing it again" in ln for ln in lines)
     assert again["variants"] == report["variants"] and again["claims"] == report["claims"]
     assert again["controls"] == report["controls"]
-    with pytest.raises(ConfigError, match=r"bert \(.*step-.*\).*not on this machine.*'pretrain:'"):
+    with pytest.raises(ConfigError, match=r"bert \(.*step-.*\).*not on this machine.*recreate_weights=true"):
         _run(tmp_path, pretrain_seeds=2, **more, seeds=3)  # more seeds need the weights: the runs are named
+
+    # recreate_weights: both runs pretrained again from their recipes and seeds (fp32, one machine: the
+    # same weights), their records kept as the fine-tunings read them, with how the new runs compare;
+    # a BLiMP scoring still to do reads the new weights and says so in the report.
+    stages = Stages(out / "stages.json")
+    recorded = stages.data["pretrain:bert@seed1"]["result"]
+    del stages.data["blimp:bert@seed1@1"]
+    stages.path.write_text(json.dumps(stages.data))
+    made, lines = _run(tmp_path, pretrain_seeds=2, **more, seeds=3, recreate_weights=True)
+    assert any("pretrain bert:" in ln for ln in lines) and any("pretrain bert@seed1:" in ln for ln in lines)
+    kept = json.loads(stages.path.read_text())["pretrain:bert@seed1"]["result"]
+    assert {k: kept[k] for k in recorded} == recorded and kept["recreated"]["identical"]
+    assert kept["recreated"]["compared"] == len(recorded["curve"]["eval"]) and kept["recreated"]["steps_match"]
+    assert made["variants"]["bert"]["curve"] == again["variants"]["bert"]["curve"]
+    assert made["variants"]["bert"]["replicas"][0]["measure"]["blimp"] == {  # the same weights, the same pairs
+        "1": {**again["variants"]["bert"]["replicas"][0]["measure"]["blimp"]["1"], "recreated": kept["recreated"]}}
+    assert "(the same weights): bert@seed1." in (out / "report.md").read_text()
 
 
 def test_data_prepared_again_must_be_the_data_the_stages_record(tmp_path, monkeypatch):

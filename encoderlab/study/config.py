@@ -177,6 +177,12 @@ class StudyConfig(Config):
     # of machine (precision.machine_kind) its other runs used, since CPU kinds train in different
     # precisions and kernels. true lets them mix; the report names the variants that do.
     mixed_machines: bool = False
+    # Pretrain again, from the same recipe and seed, every run of this study's variants whose stage is
+    # recorded but whose checkpoints are not on this machine (stages.json came without run folders), so
+    # stages that need weights (BLiMP, a probe, a new task) can run. The recorded run stays what the
+    # report's curves and fine-tunings read; the stage gains a "recreated" entry saying how the new
+    # run's held-out records compare with it (study/runs.recreation), and the report names such runs.
+    recreate_weights: bool = False
     # A claim of matching (claims 5b and 11) is "equivalent within ±equivalence_margin" when the 95%
     # interval of the difference lies inside it (score units: 0.01 is one point of accuracy).
     equivalence_margin: float = 0.01

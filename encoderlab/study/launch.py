@@ -37,12 +37,15 @@ RECIPE_FILE = "study_recipe.yaml"
 
 def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int | None, budget: float,
                  stages: Stages, progress: Progress, fingerprint: Callable[[PretrainConfig], str],
-                 cores: int | None = None) -> None:
+                 cores: int | None = None, recreate: dict[str, dict] | None = None) -> None:
     """Pretrain every variant not done yet, up to ``jobs`` at once, each on ``threads`` threads.
     Once nothing is left to start, the ``cores`` (default threads x jobs) of finished ones go to
     those still running. After a failure no new variant starts; the running ones finish, and the
-    study stops naming the failures and their logs."""
-    todo = [name for name, r in recipes.items() if stages.get(StageKey.pretrain(name), fingerprint(r)) is None]
+    study stops naming the failures and their logs. ``recreate``: {run: its recorded stage} of done
+    runs to pretrain again for their weights; the record is kept, with how the new run compares."""
+    recreate = recreate or {}
+    todo = [name for name, r in recipes.items()
+            if name in recreate or stages.get(StageKey.pretrain(name), fingerprint(r)) is None]
     for name in todo:
         check_run_dir(name, recipes[name])
     progress.advance(PRETRAIN_UNITS * (len(recipes) - len(todo)), cached=True)
@@ -58,8 +61,10 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
         counted.finish(name)
         if proc.returncode == 0:
             # with the run's record (study/runs.py): a machine without the run folder reads it from here
-            stages.put(StageKey.pretrain(name), fingerprint(recipes[name]),
-                       {"wall_s": time.perf_counter() - started, **runs.record(Path(recipes[name].trainer.run_dir))})
+            got = {"wall_s": time.perf_counter() - started, **runs.record(Path(recipes[name].trainer.run_dir))}
+            if name in recreate:  # the recorded run stays the one its fine-tunings read
+                got = {**recreate[name], "recreated": runs.recreation(recreate[name], got)}
+            stages.put(StageKey.pretrain(name), fingerprint(recipes[name]), got)
             return
         log = Path(recipes[name].trainer.run_dir) / "pretrain.log"
         failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{_tail(log)}")

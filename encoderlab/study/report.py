@@ -283,7 +283,34 @@ def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str
         if ctl := control.get("blimp"):
             lines.append(f"| random init ({name}'s architecture) | " + " | ".join(
                 f"{ctl['networks'][ctl['deployed']]['accuracy']:.3f}" if f == fracs[-1] else "" for f in fracs) + " |")
-    return lines + [""]
+    return lines + [""] + _recreated_note(V)
+
+
+def _recreated_note(V: dict[str, VariantResult]) -> list[str]:
+    """Which runs' zero-shot scores came from weights pretrained again (recreate_weights), and how far
+    those runs' held-out records are from the recorded runs the fine-tunings read."""
+    made = {}
+    for n, r in V.items():
+        for seed, rec in [(0, r.measure.blimp)] + [(x.seed, x.measure.blimp) for x in r.replicas]:
+            last = (rec or {}).get(max(rec or {"0": 0}, key=float), {})
+            if "recreated" in last:
+                made[n + (f"@seed{seed}" if seed else "")] = last["recreated"]
+    if not made:
+        return []
+    same = [n for n, m in made.items() if m.get("identical")]
+    other = {n: m for n, m in made.items() if not m.get("identical")}
+    lines = [f"Scored on weights pretrained again from the recorded recipe and seed (the recorded runs' checkpoints "
+             f"were not on the machine; recreate_weights): {', '.join(made)}."]
+    if same:
+        lines.append(f"Identical held-out records at every evaluation (the same weights): {', '.join(same)}.")
+    for n, m in other.items():
+        worst = ", ".join(f"{k} {x:.2g}" for k, x in sorted(m.get("max_abs_diff", {}).items()) if x)
+        was, now = (", ".join(m.get("machines", {}).get(k, [])) for k in ("recorded", "here"))
+        lines.append(f"{n}: another run of the same recipe and seed (machines recorded {was or 'not recorded'}, "
+                     f"here {now}"
+                     f"; largest held-out differences {worst or 'none'}"
+                     f"{'' if m.get('steps_match') else '; other checkpoint steps'}).")
+    return [" ".join(lines), ""]
 
 
 # Where the figures were measured, from the figures' own records (a study can be resumed on another

@@ -87,8 +87,12 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
         progress.total += sum(finetune_weight(cfg, recipes[n]) * len(cfg.tasks)
                               for n in set(control_shapes(cfg, _models(cfg, recipes)).values()))
     check_machines(cfg, recipes, stages)
+    recreate = runs.missing_weights(stages, recipes) if cfg.recreate_weights else {}
+    if recreate and not cfg.mixed_machines:
+        runs.check_recreation(recreate, machine_kind(resolve_device(cfg.base.trainer.device)))
     launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
-                        stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores())
+                        stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores(),
+                        recreate=recreate)
     progress.new_phase()
     if cfg.finetune_lrs:  # chosen on held-out training data before any fine-tuning the claims read
         data = {**data, "learning_rates": pick_learning_rates(cfg, recipes, stages, data, progress)}
@@ -387,12 +391,15 @@ def blimp_curve(cfg: StudyConfig, run: str, checkpoints: dict, data: dict, stage
     {fraction: record}, the per-pair outcomes kept at the last checkpoint only (the paired comparisons
     read those; report.json stays small)."""
     out, last = {}, max(checkpoints)
+    # Weights pretrained again (recreate_weights): the record says how they compare with the recorded run.
+    made = (stages.get(StageKey.pretrain(run), fp) or {}).get("recreated")
     for frac, ck in sorted(checkpoints.items()):
         cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm)
         got = stages.cached(
             StageKey.blimp(run, frac), cfp,
-            lambda ck=ck: blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]),
-                                      blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)),
+            lambda ck=ck: {**blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]),
+                                         blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)),
+                           **({"recreated": made} if made else {})},
             progress=progress, label=f"{blimp.label(cfg.blimp)} zero-shot: {run} at {frac:g} of the budget")
         if frac != last:
             got = {**got, "networks": {n: {k: x for k, x in r.items() if k != "correct"}
