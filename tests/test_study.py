@@ -202,6 +202,12 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     recorded = stages.data["pretrain:bert@seed1"]["result"]
     del stages.data["blimp:bert@seed1@1"]
     stages.path.write_text(json.dumps(stages.data))
+    # skip_missing_weights: the report written from the records, the stage that needs weights left out, named
+    left, _ = _run(tmp_path, pretrain_seeds=2, **more, skip_missing_weights=True)
+    assert left["skipped"] == ["BLiMP dev (2 of 67 paradigms) zero-shot: bert@seed1 at 1 of the budget "
+                               "(needs bert@seed1)"]
+    assert not left["variants"]["bert"]["replicas"][0]["measure"].get("blimp") and left["claims"] == again["claims"]
+    assert "**Left out: 1 stages** whose runs' weights were not on this machine" in (out / "report.md").read_text()
     made, lines = _run(tmp_path, pretrain_seeds=2, **more, seeds=3, recreate_weights=True)
     assert any("pretrain bert:" in ln for ln in lines) and any("pretrain bert@seed1:" in ln for ln in lines)
     kept = json.loads(stages.path.read_text())["pretrain:bert@seed1"]["result"]
@@ -604,22 +610,28 @@ def test_short_sequence_warm_up_reaches_every_variant(tmp_path):
 
 def test_latency_is_measured_on_the_deployed_encoder(tmp_path):
     """A GDES discriminator adds its delta to the generator's tables at every call; the encoder a
-    fine-tuning deploys has them written as plain tables, computes the same and is what is timed."""
+    fine-tuning deploys has them written as plain tables and computes the same. Latency is timed on
+    that architecture built from the recipe (fresh weights: no checkpoint needed), which has every
+    parameter of the checkpoint's deployed encoder in the same shape."""
     import dataclasses
 
     import torch
 
-    from encoderlab.checkpoint import save_model
+    from encoderlab.checkpoint import load_model, save_model
+    from encoderlab.eval.finetune import build_classifier
     from encoderlab.models.build import build_model
-    from encoderlab.study.measure import deployed_encoder
+    from encoderlab.study.measure import deployed_architecture
     from tests.eval_helpers import tiny_config, write_vocab
 
-    pair = build_model(dataclasses.replace(tiny_config("electra", "electra"), embedding_sharing="gdes"))
+    config = dataclasses.replace(tiny_config("electra", "electra"), embedding_sharing="gdes")
+    pair = build_model(config)
     with torch.no_grad():
         pair.discriminator.encoder.embeddings.word_embeddings.delta.normal_()
     ck = save_model(pair, tmp_path / "gdes", tokenizer_dir=write_vocab(tmp_path / "tok"))
-    enc = deployed_encoder(str(ck))
+    enc = build_classifier(load_model(str(ck)), 2).encoder.eval()
     assert not [n for n, _ in enc.named_parameters() if "delta" in n]
+    timed = deployed_architecture(config)
+    assert {n: p.shape for n, p in timed.named_parameters()} == {n: p.shape for n, p in enc.named_parameters()}
     ids = torch.randint(5, pair.config.encoder.vocab_size, (2, 12))
     pair.eval()
     with torch.no_grad():

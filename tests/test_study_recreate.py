@@ -34,3 +34,12 @@ def test_recreating_on_another_kind_of_machine_is_refused_naming_the_runs():
     runs.check_recreation({"bert": _record([5.0])}, KIND)
     with pytest.raises(ConfigError, match=r"bert@seed1 ran on 'Intel Xeon / AMX'.*mixed_machines: true"):
         runs.check_recreation({"bert": _record([5.0]), "bert@seed1": _record([5.0], kind="Intel Xeon / AMX")}, KIND)
+
+
+def test_recreating_and_skipping_missing_weights_are_one_or_the_other():
+    from encoderlab.study.config import StudyConfig
+
+    base = {"name": "x", "budget_flops": 1e9, "variants": [{"name": "bert", "model": {"preset": "bert-tiny"}}]}
+    assert StudyConfig.from_dict({**base, "skip_missing_weights": True}).skip_missing_weights
+    with pytest.raises(ConfigError, match="one or the other"):
+        StudyConfig.from_dict({**base, "recreate_weights": True, "skip_missing_weights": True})

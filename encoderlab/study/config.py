@@ -183,6 +183,10 @@ class StudyConfig(Config):
     # report's curves and fine-tunings read; the stage gains a "recreated" entry saying how the new
     # run's held-out records compare with it (study/runs.recreation), and the report names such runs.
     recreate_weights: bool = False
+    # Leave out every stage still to compute that needs weights not on this machine (a new task, BLiMP, a
+    # probe of a recorded run) instead of stopping: the report lists what it left out. For writing one
+    # report from parts' stage records (docs/studies.md); not with recreate_weights.
+    skip_missing_weights: bool = False
     # A claim of matching (claims 5b and 11) is "equivalent within ±equivalence_margin" when the 95%
     # interval of the difference lies inside it (score units: 0.01 is one point of accuracy).
     equivalence_margin: float = 0.01
@@ -252,6 +256,9 @@ class StudyConfig(Config):
                 raise ConfigError(f"extra_finetune_fractions of {name!r}: {missing} must also be in eval_fractions")
         if self.pretrain_seeds < 1:
             raise ConfigError("pretrain_seeds must be >= 1")
+        if self.recreate_weights and self.skip_missing_weights:
+            raise ConfigError("recreate_weights and skip_missing_weights: one or the other (recreate the runs' "
+                              "weights, or leave out the stages that need them)")
         if self.equivalence_margin <= 0:
             raise ConfigError(f"equivalence_margin must be positive, got {self.equivalence_margin}")
         if self.pretrain_jobs < 1 or any(n is not None and n < 1 for n in (self.finetune_jobs, self.threads)):

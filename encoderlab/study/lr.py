@@ -67,10 +67,13 @@ def pick_learning_rates(cfg: StudyConfig, recipes: dict[str, PretrainConfig], st
             scores = {}
             for lr in cfg.finetune_lrs:
                 fp = fingerprint(ck, task.to_dict(), ft, lr, HELDOUT, SPLIT_SEED)
+                label = f"learning rate for {family} on {task.name}: {v.name} at {lr:g}, held-out fifth"
                 scores[f"{lr:g}"] = stages.cached(
                     StageKey.learning_rate_trial(family, task.name, lr), fp,
                     lambda task=task, lr=lr, ck=ck: heldout_score(ck, task, cfg, data, lr), progress=progress,
-                    label=f"learning rate for {family} on {task.name}: {v.name} at {lr:g}, held-out fifth")
+                    label=label, ready=lambda ck=ck, label=label, n=v.name: runs.have_weights(stages, {n: ck}, label))
+            if None in scores.values():  # left out for want of weights: so are the family's fine-tunings
+                continue
             best = max(cfg.finetune_lrs, key=lambda lr: scores[f"{lr:g}"])
             out[family][task.name] = {"chosen": best, "heldout": scores, "variant": v.name}
     return out

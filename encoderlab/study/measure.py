@@ -15,7 +15,9 @@ from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.eval.finetune import build_classifier, finetune, one_class_scores
 from encoderlab.eval.intrinsic import minimal_pairs_accuracy
 from encoderlab.eval.tasks import TaskSpec, get_task, load_task
+from encoderlab.models.build import build_model
 from encoderlab.models.build import unshare as unshare_model
+from encoderlab.models.config import ModelConfig
 from encoderlab.models.pairs import ElectraPair, deployed
 from encoderlab.runtime import resolve_runtime
 from encoderlab.study.bow import bow_score
@@ -122,10 +124,12 @@ def one_class_count(scores, baseline: dict | None) -> int:
     return sum(any(abs(float(s) - b) < 1e-9 for b in one) for s in np.ravel(scores))
 
 
-def deployed_encoder(ck: str):
-    """The encoder a fine-tuning of the checkpoint deploys (an ELECTRA's discriminator, GDES tables
-    written as plain ones): what inference latency is measured on."""
-    return build_classifier(load_model(ck), 2).encoder.eval()
+def deployed_architecture(model: ModelConfig):
+    """The encoder a fine-tuning of a checkpoint of ``model`` deploys (an ELECTRA's discriminator, GDES
+    tables written as plain ones), with fresh weights: what inference latency is timed on. A forward
+    pass's time does not depend on the weights' values, so the study times it from the recipe, on a
+    machine with or without the run's checkpoints."""
+    return build_classifier(build_model(model), 2, fresh=True).encoder.eval()
 
 
 def measure_model(ck: str, cfg: StudyConfig, data: dict) -> dict:

@@ -25,6 +25,7 @@ from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import finetune_weight, recipe_fingerprint
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
+from encoderlab.study.runs import have_weights
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
@@ -64,11 +65,14 @@ def _probe(cfg: StudyConfig, kind: str, name: str, network: str | None, recipe: 
     settings = (cfg.generation.to_dict(), cfg.generation_task) if kind == "generation" else (
         cfg.finetune.to_dict(), cfg.robustness.to_dict(), cfg.robustness_task, cfg.glue_dir)
     fp = fingerprint(recipe_fingerprint(recipe), ck, settings, cfg.seeds)
+    label = f"{kind} probe: {name}" + (f" ({network})" if network else "") + f", {cfg.seeds} seeds"
     got = stages.cached(
         StageKey.probe(kind, name, network), fp,
         lambda: _generation(cfg, ck, network, data) if kind == "generation" else _robustness(cfg, ck, data),
-        progress=progress, weight=probe_weight(cfg, recipe, kind),
-        label=f"{kind} probe: {name}" + (f" ({network})" if network else "") + f", {cfg.seeds} seeds")
+        progress=progress, weight=probe_weight(cfg, recipe, kind), label=label,
+        ready=lambda: have_weights(stages, {name: ck}, label))
+    if got is None:
+        return
     probe = dict(getattr(res.measure, kind) or {})  # kind: "generation" or "robustness", a Measure field
     if network:
         probe[network] = got

@@ -38,6 +38,7 @@ from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import measure_weight, recipe_fingerprint, run_name
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
+from encoderlab.study.runs import have_weights
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
 
@@ -150,9 +151,11 @@ def run_prompting(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants
             todo.append(u)
         else:
             progress.advance(prompt_weight(cfg, u.k), cached=True)
-    run_units(cfg, todo, data, stages, progress)
+    run_units(cfg, [u for u in todo if have_weights(stages, {u.run: u.checkpoint}, f"prompting {u.label}")],
+              data, stages, progress)
     for name, us in units.items():
-        variants[name].measure.prompt = collect(cfg, us, stages)
+        if all(stages.get(u.key, u.fingerprint) is not None for u in us):  # else left out for want of weights
+            variants[name].measure.prompt = collect(cfg, us, stages)
 
 
 def prompt_units(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainConfig], res: VariantResult,

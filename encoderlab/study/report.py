@@ -286,6 +286,16 @@ def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str
     return lines + [""] + _recreated_note(V)
 
 
+def _skipped_note(skipped: list[str]) -> list[str]:
+    """The stages a study with skip_missing_weights left out, the runs whose weights they need first."""
+    if not skipped:
+        return []
+    need = sorted({r for s in skipped for r in s.rsplit("(needs ", 1)[-1].rstrip(")").split(", ")})
+    return [f"**Left out: {len(skipped)} stages** whose runs' weights were not on this machine (skip_missing_weights; "
+            f"recreate_weights computes them), needing the runs {', '.join(need)}:", "", "<details><summary>the "
+            "stages</summary>", "", *[f"- {s}" for s in skipped], "", "</details>", ""]
+
+
 def _recreated_note(V: dict[str, VariantResult]) -> list[str]:
     """Which runs' zero-shot scores came from weights pretrained again (recreate_weights), and how far
     those runs' held-out records are from the recorded runs the fine-tunings read."""
@@ -533,7 +543,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
              f"Budget {cfg.budget_flops:.3g} FLOPs per variant (analytic, backward = 2x forward); batch "
              f"{cfg.base.data.batch_size} x {cfg.base.data.seq_len}; {cfg.seeds} fine-tuning seed(s); token store "
              f"{results.data['store']} ({_fmt(results.data.get('tokens'))} tokens).",
-             _speed_note(cfg, V), _precision_note(cfg, V), _machines_note(V), ""]
+             _speed_note(cfg, V), _precision_note(cfg, V), _machines_note(V), ""] + _skipped_note(results.skipped)
     chosen = results.data.get("learning_rates") or {}
     if chosen:
         lines += ["Fine-tuning learning rates chosen per family and task on a held-out fifth of the (capped) training "
@@ -561,7 +571,9 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
         m, st, ev, fs = r.measure, steady_train(r), r.final_eval(), r.final_score()
         last = max(r.checkpoints.values(), key=lambda c: c.flops)
         left = {True: "yes", False: "no", None: "–"}[left_plateau(r, base)]
-        lines.append(f"| {name} | {m.params_encoder / 1e6:.2f}M | {m.checkpoint_mb:.1f} | {last.step} | "
+        size = (f"{m.params_encoder / 1e6:.2f}M | {m.checkpoint_mb:.1f}" if m.params_encoder is not None
+                else "– | –")  # its measure stage left out (skip_missing_weights)
+        lines.append(f"| {name} | {size} | {last.step} | "
                      f"{st[TOKENS_PER_S]:.0f} | {st[PEAK_MEMORY_MB]:.0f} | {_fmt(plateau_accuracy(r))} | {left} | "
                      f"{_fmt(ev.get(EVAL_DISC_AUC))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")

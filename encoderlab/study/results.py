@@ -289,16 +289,20 @@ class StudyResults:
     # "blimp": ..., and where variants fine-tune other architectures "shapes": {variant: {"tasks", "blimp"}}
     # and "of": {variant: the shape standing for it}} (study/runner.random_control, judge.control_of).
     controls: dict = field(default_factory=dict)
+    # Stages left out because the weights they need were not on this machine (skip_missing_weights),
+    # each as "<stage> (needs <runs>)" (study/runs.have_weights).
+    skipped: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"config": self.config, "data": self.data, "baselines": self.baselines,
                 "mlm_baselines": self.mlm_baselines, **({"controls": self.controls} if self.controls else {}),
+                **({"skipped": self.skipped} if self.skipped else {}),
                 "variants": {n: v.to_json() for n, v in self.variants.items()}}
 
     @classmethod
     def from_json(cls, d: dict) -> StudyResults:
         return cls(config=d["config"], data=d.get("data", {}), baselines=d.get("baselines", {}),
-                   mlm_baselines=d.get("mlm_baselines"), controls=d.get("controls", {}),
+                   mlm_baselines=d.get("mlm_baselines"), controls=d.get("controls", {}), skipped=d.get("skipped", []),
                    variants={n: VariantResult.from_json(n, v) for n, v in d["variants"].items()})
 
 
@@ -307,4 +311,4 @@ def load_report(path: str | Path) -> tuple[StudyResults, dict]:
     d = json.loads(Path(path).read_text())
     return StudyResults.from_json(d), {k: v for k, v in d.items() if k not in ("config", "data", "baselines",
                                                                              "mlm_baselines", "controls",
-                                                                             "variants")}
+                                                                             "skipped", "variants")}

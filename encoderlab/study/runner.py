@@ -58,7 +58,7 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg.to_yaml(out / "study.yaml")
-    stages = Stages(out / "stages.json")
+    stages = Stages(out / "stages.json", skip_missing_weights=cfg.skip_missing_weights)
     # Units for the ETA: PRETRAIN_UNITS per variant pretraining (the bulk), smaller ones for the rest;
     # the fine-tunings' weights are set once the plan is known (plan.finetune_weight).
     progress = Progress(len(cfg.variants) * (PRETRAIN_UNITS * cfg.pretrain_seeds + measure_weight(cfg))
@@ -101,7 +101,8 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                            mlm_baselines=mlm_baselines(recipes, stages, progress),
                            controls=random_control(cfg, recipes, data, stages, progress),
                            variants={v.name: run_variant(cfg, v, recipes, data, stages, progress)
-                                     for v in cfg.variants})
+                                     for v in cfg.variants},
+                           skipped=stages.skipped)  # the same list: the probes' below join it
     side_by_side(cfg, {v.name: recipes[v.name] for v in cfg.variants}, results.variants, stages, progress)
     run_probes(cfg, recipes, results.variants, data, stages, progress)
     run_prompting(cfg, recipes, results.variants, data, stages, progress)
@@ -262,20 +263,19 @@ def _control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], name: str, sh
     ck = runs.checkpoints(stages, name, recipe, cfg.budget_flops, cfg.eval_fractions)
     path = ck[max(cfg.finetune_fractions)].path  # only its architecture is used
 
-    def fresh(fn):  # the architecture is read from the checkpoint: its weights must be here
-        def compute():
-            runs.require_weights({name: path}, "random-init controls still to compute")
-            return fn()
-        return compute
+    def here(what: str):  # the architecture is read from the checkpoint: its weights must be here
+        return lambda: runs.have_weights(stages, {name: path}, what)
 
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}
     tasks = {}
     for task in cfg.tasks:
         fp = fingerprint("random", recipe.model.to_dict(), task.to_dict(), ft, cfg.seeds)
-        tasks[task.name] = stages.cached(
-            StageKey.control(task.name, shape),
-            fp, fresh(lambda task=task: measure.finetune_checkpoint(path, task, cfg, data, init="random")),
-            progress=progress, label=f"random-init control ({name}'s architecture) on {task.name} ({cfg.seeds} seeds)")
+        label = f"random-init control ({name}'s architecture) on {task.name} ({cfg.seeds} seeds)"
+        got = stages.cached(StageKey.control(task.name, shape), fp,
+                            lambda task=task: measure.finetune_checkpoint(path, task, cfg, data, init="random"),
+                            progress=progress, label=label, ready=here(label))
+        if got is not None:
+            tasks[task.name] = got
     out = {"tasks": tasks}
     if cfg.blimp:  # the same architecture from fresh weights, zero-shot
         import torch
@@ -287,8 +287,11 @@ def _control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], name: str, sh
                                blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm))
 
         fp = fingerprint("random", recipe.model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm)
-        out["blimp"] = stages.cached(StageKey.control_blimp(shape), fp, fresh(score_fresh), progress=progress,
-                                     label=f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}")
+        label = f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}"
+        got = stages.cached(StageKey.control_blimp(shape), fp, score_fresh, progress=progress, label=label,
+                            ready=here(label))
+        if got is not None:
+            out["blimp"] = got
     return out
 
 
@@ -319,7 +322,7 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
                     todo.append(u)
                 else:
                     progress.advance(u.weight, cached=True)
-    runs.require_weights({u.variant: u.checkpoint for u in todo}, "fine-tunings still to run")
+    todo = [u for u in todo if runs.have_weights(stages, {u.variant: u.checkpoint}, f"fine-tuning {u.label}")]
     jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
 
     def store(done: tuple[FinetuneUnit, dict]) -> None:
@@ -368,15 +371,17 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
                         checkpoints=runs.checkpoints(stages, v.name, recipe, cfg.budget_flops, cfg.eval_fractions),
                         curve=runs.curve(stages, v.name, recipe))
     for u in finetune_units(cfg, v, recipe, res.checkpoints, lrs=lrs_of(cfg, recipe, data)):
-        res.finetune[u.key] = stages.get(_stage(u), u.fingerprint)  # finetune_all ran them
+        if (got := stages.get(_stage(u), u.fingerprint)) is not None:  # finetune_all ran it (or left it out)
+            res.finetune[u.key] = got
     res.replicas = [replica(cfg, v, seed, recipes[run_name(v.name, seed)], stages, lrs_of(cfg, recipe, data), data,
                             progress) for seed in range(1, cfg.pretrain_seeds)]
 
     final = res.checkpoints[max(cfg.eval_fractions)].path
+    label = f"measure {v.name}: size, parameters, minimal pairs"
     m = stages.cached(StageKey.measure(v.name), fingerprint(fp, cfg.minimal_pairs),
-                      lambda: measure.measure_model(final, cfg, data), progress=progress,
-                      label=f"measure {v.name}: size, parameters, minimal pairs", weight=measure_weight(cfg))
-    res.measure = Measure.from_json(m)
+                      lambda: measure.measure_model(final, cfg, data), progress=progress, label=label,
+                      weight=measure_weight(cfg), ready=lambda: runs.have_weights(stages, {v.name: final}, label))
+    res.measure = Measure.from_json(m or {})
     if cfg.minimal_pairs != "off":
         res.measure.zeroshot = zeroshot_curve(cfg, v, res, data, stages, fp, progress)
     if cfg.blimp:
@@ -395,12 +400,16 @@ def blimp_curve(cfg: StudyConfig, run: str, checkpoints: dict, data: dict, stage
     made = (stages.get(StageKey.pretrain(run), fp) or {}).get("recreated")
     for frac, ck in sorted(checkpoints.items()):
         cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm)
+        label = f"{blimp.label(cfg.blimp)} zero-shot: {run} at {frac:g} of the budget"
         got = stages.cached(
             StageKey.blimp(run, frac), cfp,
             lambda ck=ck: {**blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]),
                                          blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)),
                            **({"recreated": made} if made else {})},
-            progress=progress, label=f"{blimp.label(cfg.blimp)} zero-shot: {run} at {frac:g} of the budget")
+            progress=progress, label=label,
+            ready=lambda ck=ck, label=label: runs.have_weights(stages, {run: ck.path}, label))
+        if got is None:
+            continue
         if frac != last:
             got = {**got, "networks": {n: {k: x for k, x in r.items() if k != "correct"}
                                        for n, r in got["networks"].items()}}
@@ -424,7 +433,8 @@ def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig,
                                                cfg.eval_fractions),
                   curve=runs.curve(stages, run_name(v.name, seed), recipe))
     for u in finetune_units(cfg, v, recipe, rep.checkpoints, run_name(v.name, seed), lrs):
-        rep.finetune[u.key] = stages.get(_stage(u), u.fingerprint)
+        if (got := stages.get(_stage(u), u.fingerprint)) is not None:
+            rep.finetune[u.key] = got
     if cfg.blimp and data is not None:  # the last checkpoint only: the paired comparisons read it
         last = max(rep.checkpoints)
         rep.measure.blimp = blimp_curve(cfg, run_name(v.name, seed), {last: rep.checkpoints[last]}, data, stages,
@@ -446,8 +456,12 @@ def zeroshot_curve(cfg: StudyConfig, v: VariantSpec, res: VariantResult, data: d
             progress.stage(f"zero-shot {v.name} at {frac:g} of the budget: minimal pairs")
             return measure.minimal_pairs(load_model(ck.path).eval(), cfg, data, ck.path)
 
-        got = stages.cached(StageKey.zeroshot(v.name, frac), fingerprint(fp, ck.path, cfg.minimal_pairs), score)
-        out[f"{frac:g}"] = {"flops": ck.flops, "step": ck.step, "minimal_pairs": got}
+        what = f"minimal pairs: {v.name} at {frac:g} of the budget"
+        got = stages.cached(StageKey.zeroshot(v.name, frac), fingerprint(fp, ck.path, cfg.minimal_pairs), score,
+                            ready=lambda frac=frac, ck=ck, what=what: frac == final and res.measure.minimal_pairs
+                            is not None or runs.have_weights(stages, {v.name: ck.path}, what))
+        if got is not None:
+            out[f"{frac:g}"] = {"flops": ck.flops, "step": ck.step, "minimal_pairs": got}
     return out
 
 
@@ -461,9 +475,10 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
     threads = cfg.threads_per_job()
     timed = {n: r for n, r in recipes.items() if not r.objective.two_stage_generator_steps}
     finals = {n: r.checkpoints[max(cfg.eval_fractions)].path for n, r in variants.items()}
-    # The latency precisions follow the widest encoder, read from the recipes: a machine with the stage
-    # records but not the weights finds the stage without loading a checkpoint.
-    widths = [resolve_model(r.model, r.init, cfg.vocab_size).encoder for r in recipes.values()]
+    # Latency is timed on each recipe's deployed architecture (measure.deployed_architecture), its
+    # precisions follow the widest encoder: nothing here needs a run's weights.
+    models = {n: resolve_model(r.model, r.init, cfg.vocab_size) for n, r in recipes.items()}
+    widths = [m.encoder for m in models.values()]
     dtypes = speed.latency_precisions(cfg.base.trainer.precision, widths) if cfg.latency and widths else ()
     key_fp = fingerprint({n: r.to_dict() for n, r in timed.items()}, finals, threads, cfg.latency,
                          cfg.speed_seconds, dtypes)
@@ -475,8 +490,7 @@ def side_by_side(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants:
             got = {"threads": torch.get_num_threads(), "rounds": speed.ROUNDS,
                    "train": speed.training_speed(timed, seconds=cfg.speed_seconds)}
             if cfg.latency:
-                runs.require_weights(finals, "inference latency still to time")
-                encoders = {n: measure.deployed_encoder(ck) for n, ck in finals.items()}
+                encoders = {n: measure.deployed_architecture(models[n]) for n in variants}
                 got[LATENCY_MS] = speed.inference_latency(encoders, seconds=cfg.speed_seconds / 4, dtypes=dtypes)
             return got
         finally:

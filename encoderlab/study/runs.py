@@ -71,6 +71,19 @@ def require_weights(paths: dict[str, str], what: str) -> None:
             "folders are, or with recreate_weights=true to pretrain them again here from their recipes and seeds")
 
 
+def have_weights(stages: Stages, paths: dict[str, str], what: str) -> bool:
+    """Whether the checkpoints a stage still to compute needs ({run: path}) are on this machine; when
+    they are not: False and the stage named in ``stages.skipped`` where the study skips missing
+    weights, else the error of require_weights."""
+    missing = {run: p for run, p in paths.items() if not Path(p).exists()}
+    if not missing:
+        return True
+    if not stages.skip_missing_weights:
+        require_weights(missing, what)
+    stages.skipped.append(f"{what} (needs {', '.join(missing)})")
+    return False
+
+
 def missing_weights(stages: Stages, recipes: dict[str, PretrainConfig]) -> dict[str, dict]:
     """{run: its recorded pretraining stage} of the ``recipes``' finished runs whose checkpoints are not
     on this machine (what recreate_weights pretrains again)."""

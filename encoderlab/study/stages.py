@@ -131,9 +131,13 @@ class StageKey:
 class Stages:
     """Finished stages, keyed by name, each with the fingerprint it was computed under."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, skip_missing_weights: bool = False):
         self.path = path
         self.data = json.loads(path.read_text()) if path.exists() else {}
+        # skip_missing_weights (the study's key): a stage still to compute whose runs' weights are not on
+        # this machine is left out, named in ``skipped`` (study/runs.have_weights), not an error.
+        self.skip_missing_weights = skip_missing_weights
+        self.skipped: list[str] = []
 
     def get(self, key: StageKey | str, fingerprint: str):
         rec = self.data.get(str(key))
@@ -146,12 +150,16 @@ class Stages:
         os.replace(tmp, self.path)
 
     def cached(self, key: StageKey | str, fingerprint: str, compute: Callable[[], T], *,
-               progress: Progress | None = None, label: str | None = None, weight: float | None = None) -> T:
+               progress: Progress | None = None, label: str | None = None, weight: float | None = None,
+               ready: Callable[[], bool] | None = None) -> T | None:
         """The stage's stored result, else ``compute()``'s, stored before it is returned. With a
         ``progress``: ``label`` is announced before computing, and ``weight`` units are advanced
-        either way (counted as cached when the stored result was used)."""
+        either way (counted as cached when the stored result was used). ``ready``: asked before
+        computing (whether the weights it needs are here, study/runs.have_weights); False: None."""
         got = self.get(key, fingerprint)
         hit = got is not None
+        if not hit and ready is not None and not ready():
+            return None
         if not hit:
             if progress is not None and label:
                 progress.stage(label)
