@@ -1,4 +1,4 @@
-"""Regenerate every verdict table and per-variant table marked in the docs from its report.json (the
+"""Regenerate every verdict table and per-variant table marked in README.md and the docs from its report.json (the
 form tests/test_study_docs.py checks): ``<!-- verdicts: FOLDER -->`` ... ``<!-- /verdicts -->`` and
 ``<!-- variants: FOLDER -->`` ... ``<!-- /variants -->``.
 
@@ -26,7 +26,8 @@ def table(kind: str, folder: str) -> str:
 
 
 def main() -> None:
-    for doc in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
+    for doc in [ROOT / "README.md", ROOT / "docs" / "results.md",
+                *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
         text = doc.read_text()
         new = BLOCK.sub(lambda m: m.group(1) + table(m.group(2), m.group(3)) + m.group(5), text)
         if new != text:

@@ -13,11 +13,13 @@ from encoderlab.study.report import claims_of
 from encoderlab.study.results import StudyResults
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where verdict and variant tables and quoted intervals live (scripts/verdict_tables.py writes the same).
+DOCS = [ROOT / "README.md", ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]
 
 
 def test_readme_verdict_tables_are_generated_from_their_reports():
     blocks = []
-    for readme in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
+    for readme in DOCS:
         blocks += re.findall(r"<!-- verdicts: (\S+) -->\n(.*?)<!-- /verdicts -->", readme.read_text(), re.S)
     folders = [folder for folder, _ in blocks]
     assert {"docs/studies/claims-deep", "docs/studies/claims-deep-all"} <= set(folders)
@@ -29,7 +31,7 @@ def test_readme_verdict_tables_are_generated_from_their_reports():
 
 def test_readme_variant_tables_are_generated_from_their_reports():
     blocks = []
-    for readme in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
+    for readme in DOCS:
         blocks += re.findall(r"<!-- variants: (\S+) -->\n(.*?)<!-- /variants -->", readme.read_text(), re.S)
     assert "docs/studies/claims-generator" in {folder for folder, _ in blocks}
     for folder, table in blocks:
@@ -78,6 +80,6 @@ def test_every_interval_the_docs_quote_is_one_a_committed_report_derives():
         known |= {rounded(e.to_json()) for tests in _against_control(results.variants, results.controls).values()
                   for _, e in tests.values() if e is not None}
     quoted = re.compile(r"([+-]\d\.\d{3}) (?:[A-Za-z]+ )?\[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\]")
-    for doc in [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "studies").glob("*/README.md"))]:
+    for doc in DOCS:
         for m in quoted.finditer(doc.read_text()):
             assert tuple(float(x) for x in m.groups()) in known, (doc.relative_to(ROOT), m.group(0))
