@@ -109,6 +109,12 @@ def test_blimp_dev_enters_a_claims_rows_only_with_signal():
     controls = {"tasks": {}, "blimp": {"n": 1000, "deployed": "mlm",
                                        "networks": {"mlm": {"correct": "1" * 500 + "0" * 500}}}}
     assert task_signal(v, controls)[label][0] is True  # 0.65 pooled against the control's 0.50
+    # The main control without BLiMP (its weights were not on the machine that scored it): the variants
+    # with their own architecture's control are screened against that one.
+    shaped = {"tasks": {}, "shapes": {"electra": {"tasks": {}, "blimp": controls["blimp"]}},
+              "of": {"electra": "electra"}}
+    assert task_signal({"electra": v["electra"]}, shaped)[label][0] is True  # 0.60 against 0.50
+    assert label not in task_signal({"bert": v["bert"]}, shaped)  # no control of bert's architecture scored it
 
 
 def test_blimp_dev_interval_covers_pretraining_runs_not_only_pairs():

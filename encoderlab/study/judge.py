@@ -148,7 +148,7 @@ def task_signal(v: V, controls: dict, names: tuple[str, ...] | None = None
         ctl = np.mean([c[:n] for _, c in pairs], axis=0)[None, :]
         e = stats.diff_estimate({task: pooled}, {task: ctl})
         out[task] = (stats.verdict(e) == "holds", e)
-    if (controls or {}).get("blimp"):
+    if controls:  # each variant beside its own architecture's control (the main one may have none)
         finals = {n: r.measure.blimp[max(r.measure.blimp, key=float)] for n, r in v.items() if r.measure.blimp}
         rows = [(b, bc) for n, f in finals.items() if (b := correct_of(f)) is not None
                 and (bc := correct_of(control_of(controls, n).get("blimp"))) is not None and len(b) == len(bc)]
