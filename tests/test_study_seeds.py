@@ -123,6 +123,9 @@ def test_learning_rates_are_chosen_per_family_on_held_out_training_data(data, mo
                                  "variants": [*STUDY["variants"], {**STUDY["variants"][0], "name": "bert2"}]})
     recipes = plan(cfg, data, tmp_path)
     monkeypatch.setattr(runs, "checkpoints", lambda stages, name, *a: {1.0: Checkpoint(f"ck-{name}", 1, 1.0, 1.0)})
+    monkeypatch.chdir(tmp_path)  # the stand-in checkpoints are here (a stage checks its weights are)
+    for name in ("bert", "bert2", "electra"):
+        Path(f"ck-{name}").mkdir()
     calls = []
 
     def fake(ck, task, cfg, data, lr):
