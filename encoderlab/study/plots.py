@@ -68,7 +68,7 @@ def forest_plot(claims: list[Claim], out: Path, margin: float, name: str = "clai
                 ("inconclusive", COLOURS["inconclusive"]), ("equivalent within the margin", "tab:blue")]]
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.78, 0.995), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0, 0.77, 1))
-    fig.savefig(out / name, dpi=110)
+    fig.savefig(out / name, dpi=110, bbox_inches="tight")  # a long comparison label widens the canvas, not cut
     plt.close(fig)
     return name
 
