@@ -9,10 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from encoderlab.study.results import Curve, Measure, Pretraining, Speed, StudyResults, VariantResult, load_report
+from encoderlab.study.results import (
+    RESULT_KEYS,
+    Curve,
+    Measure,
+    Pretraining,
+    Speed,
+    StudyResults,
+    VariantResult,
+    load_report,
+)
 
 REPORTS = sorted(Path(__file__).resolve().parent.parent.glob("docs/studies/*/report.json"))
-RESULT_KEYS = ("config", "data", "baselines", "mlm_baselines", "controls", "variants")
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=[p.parent.name for p in REPORTS])

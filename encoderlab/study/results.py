@@ -306,9 +306,11 @@ class StudyResults:
                    variants={n: VariantResult.from_json(n, v) for n, v in d["variants"].items()})
 
 
+# report.json's keys that StudyResults holds (the rest: study, environment, claims).
+RESULT_KEYS = ("config", "data", "baselines", "mlm_baselines", "controls", "skipped", "variants")
+
+
 def load_report(path: str | Path) -> tuple[StudyResults, dict]:
     """The results of a report.json, old or new, and the rest of the file (environment, claims)."""
     d = json.loads(Path(path).read_text())
-    return StudyResults.from_json(d), {k: v for k, v in d.items() if k not in ("config", "data", "baselines",
-                                                                             "mlm_baselines", "controls",
-                                                                             "skipped", "variants")}
+    return StudyResults.from_json(d), {k: v for k, v in d.items() if k not in RESULT_KEYS}
