@@ -195,9 +195,9 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     with pytest.raises(ConfigError, match=r"bert \(.*step-.*\).*not on this machine.*recreate_weights=true"):
         _run(tmp_path, pretrain_seeds=2, **more, seeds=3)  # more seeds need the weights: the runs are named
 
-    # recreate_weights: both runs pretrained again from their recipes and seeds (fp32, one machine: the
-    # same weights), their records kept as the fine-tunings read them, with how the new runs compare;
-    # a BLiMP scoring still to do reads the new weights and says so in the report.
+    # recreate_weights: the run whose folder is missing pretrained again from its recipe and seed (fp32,
+    # one machine: the same weights), its record kept as the fine-tunings read it, with how the new run
+    # compares; a BLiMP scoring still to do reads the new weights and says so in the report.
     stages = Stages(out / "stages.json")
     recorded = stages.data["pretrain:bert@seed1"]["result"]
     del stages.data["blimp:bert@seed1@1"]
@@ -208,8 +208,10 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
                                "(needs bert@seed1)"]
     assert not left["variants"]["bert"]["replicas"][0]["measure"].get("blimp") and left["claims"] == again["claims"]
     assert "**Left out: 1 stages** whose runs' weights were not on this machine" in (out / "report.md").read_text()
+    (out / "runs").mkdir(exist_ok=True)
+    shutil.move(tmp_path / "runs-elsewhere" / "bert", out / "runs" / "bert")  # seed 0's folder is back
     made, lines = _run(tmp_path, pretrain_seeds=2, **more, recreate_weights=True)
-    assert any("pretrain bert:" in ln for ln in lines) and any("pretrain bert@seed1:" in ln for ln in lines)
+    assert not any("pretrain bert:" in ln for ln in lines) and any("pretrain bert@seed1:" in ln for ln in lines)
     kept = json.loads(stages.path.read_text())["pretrain:bert@seed1"]["result"]
     assert {k: kept[k] for k in recorded} == recorded and kept["recreated"]["identical"]
     assert kept["recreated"]["compared"] == len(recorded["curve"]["eval"]) and kept["recreated"]["steps_match"]
