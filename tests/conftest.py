@@ -31,6 +31,15 @@ os.environ["ENCODERLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="encoderlab-test-ca
 atexit.register(shutil.rmtree, os.environ["ENCODERLAB_CACHE_DIR"], ignore_errors=True)
 
 
+# Under pytest-xdist (`make test` runs a worker per core) each worker runs torch on one thread, and
+# the processes its tests start inherit OMP_NUM_THREADS=1 unless they set their own: two workers of
+# two OpenMP threads each on two cores spin-wait on each other (a tiny model's step beside another
+# busy process measured 10-100x slower). A test that needs more threads sets them itself.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 def tiny_encoder(**kw) -> EncoderConfig:
     base = dict(vocab_size=99, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=37,
                 max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)

@@ -2,15 +2,48 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 
 from encoderlab.study import demo_corpus
-from encoderlab.study.demo_corpus import build, build_cached, clean
+from encoderlab.study.demo_corpus import _definitions, build, build_cached, clean, stdlib_dir
 
 
 def test_clean_drops_code_and_keeps_prose():
     doc = "Return the sum.\n\n>>> add(1, 2)\n3\nclass Foo(Bar):\nA class that adds numbers.\nimport os\n"
     assert clean(doc) == "Return the sum. 3 A class that adds numbers."
+
+
+def test_definitions_are_ast_walks_definitions_in_its_order():
+    """The statement-only walk finds what the full ast.walk finds, in the same order (the corpus's
+    passage order, so its text, depend on it): a nested class, defs under if/try/except/with/match."""
+    src = """
+\"\"\"Module.\"\"\"
+def f(x=lambda y: y):
+    class Inner:
+        def g(self): pass
+    if x:
+        def h(): pass
+    else:
+        async def k(): pass
+try:
+    def t(): pass
+except ValueError:
+    def e(): pass
+finally:
+    def z(): pass
+with open("p") as fh:
+    class W: pass
+match x:
+    case 1:
+        def m(): pass
+"""
+    files = [src, *(p.read_text() for p in [stdlib_dir() / "argparse.py", stdlib_dir() / "json" / "decoder.py"])]
+    for text in files:
+        tree = ast.parse(text)
+        kinds = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        expected = [n for n in ast.walk(tree) if isinstance(n, kinds)]
+        assert list(_definitions(tree)) == expected and len(expected) > 10
 
 
 def test_build_is_deterministic_splits_cleanly_and_is_cached_once_per_python(tmp_path, monkeypatch):
