@@ -35,8 +35,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check encoderlab tests benchmarks scripts
 
 # Two pytest workers (pytest-xdist), one per core of the 2-core CI machine: the suite is largely
-# single-threaded Python and process starts, so one worker left a core idle (327 s alone vs 219 s
-# with two on a 2-core AMD EPYC Zen 4, 2026-12-06). Each worker runs torch on one thread (tests/conftest.py).
+# single-threaded Python and process starts, so one worker left a core idle (327 s on one worker vs 198 s
+# on two, 2-core AMD EPYC Zen 4, 2026-12-06). Each worker runs torch on one thread (tests/conftest.py).
 TEST_WORKERS ?= 2
 
 test: lint
