@@ -1,4 +1,4 @@
-"""The study report: report.json (everything), report.md (tables, claims, plots) and PNG plots.
+"""The study report: report.json (everything) and report.md (tables, claims, the figures of study/plots.py).
 
 Every number comes from the run that wrote it; the report records machine, versions, date and the
 resolved config.
@@ -14,20 +14,17 @@ from pathlib import Path
 import numpy as np
 
 from encoderlab.eval.common import versions
-from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, plateau_metric, steady_train
+from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.judge import task_signal
 from encoderlab.study.measure import one_class, one_class_count
 from encoderlab.study.metrics import (
     EVAL_DISC_AUC,
-    EVAL_GEN_LOSS,
-    EVAL_MLM_LOSS,
-    FLOPS,
     PEAK_MEMORY_MB,
     TOKENS_PER_S,
 )
 from encoderlab.study.plan import per_family_settings
-from encoderlab.study.plots import claim_curves, flops_axis, forest_plot
+from encoderlab.study.plots import claim_curves, forest_plot, gpu_memory, study_figures
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
 
 
@@ -45,155 +42,6 @@ def environment() -> dict:
     return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu,
             "threads": torch.get_num_threads(), "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available()
             else None, "versions": versions()}
-
-
-def _eval_loss(rec: dict) -> float | None:
-    return rec.get(EVAL_MLM_LOSS, rec.get(EVAL_GEN_LOSS))
-
-
-def plots(cfg: StudyConfig, results: StudyResults, out: Path) -> list[str]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    files = []
-    V = results.variants
-    # One colour and marker per variant, the same in every plot: the claims study has 15 variants and
-    # the default cycle repeats after 10.
-    cmap = plt.get_cmap("tab20")
-    style = {n: {"color": cmap(i % 20), "marker": "os^Dv"[i % 5]} for i, n in enumerate(V)}
-
-    # The discriminator panel only when some variant has one: an empty axis reads as a failed run.
-    has_disc = any(EVAL_DISC_AUC in e for r in V.values() for e in r.curve.eval)
-    fig, ax = plt.subplots(1, 1 + has_disc, figsize=(11 if has_disc else 6.5, 4), squeeze=False)
-    ax = ax[0]
-    for name, r in V.items():
-        ev = [e for e in r.curve.eval if _eval_loss(e) is not None]
-        if ev:
-            # All-Tokens-MLM's loss averages over every token, copies included: not comparable.
-            every = r.objective().get("variant") == "all_tokens_mlm"
-            ax[0].plot([e[FLOPS] for e in ev], [_eval_loss(e) for e in ev],
-                       label=name + (" (over every token)" if every else ""), **style[name])
-        auc = [e for e in r.curve.eval if EVAL_DISC_AUC in e]
-        if auc:
-            ax[1].plot([e[FLOPS] for e in auc], [e[EVAL_DISC_AUC] for e in auc], label=name, **style[name])
-    ax[0].set(ylabel="held-out MLM loss (ELECTRA: generator)", title="Held-out MLM loss")
-    if has_disc:
-        ax[1].set(ylabel="discriminator ROC AUC", title="ELECTRA discriminators")
-    _flops_axes(ax)
-    files.append(_save(plt, fig, out, "loss_vs_flops.png"))
-
-    # Zero-shot learning curves at every evaluated checkpoint: held-out MLM accuracy against the
-    # unigram and bigram baselines, and minimal pairs (PLL; an ELECTRA discriminator dashed).
-    if any(r.measure.zeroshot is not None for r in V.values()):
-        fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-        for name, r in V.items():
-            ev = [(e[FLOPS], acc) for e in r.curve.eval if (acc := plateau_metric(r, e)) is not None]
-            if ev:
-                ax[0].plot(*zip(*ev), label=name, **style[name])
-            zs = sorted((r.measure.zeroshot or {}).values(), key=lambda z: z["flops"])
-            for net, ls in (("mlm", "-"), ("generator", "-"), ("discriminator", "--")):
-                pts = [(z["flops"], z["minimal_pairs"][net]["accuracy"]) for z in zs if net in z["minimal_pairs"]]
-                if pts:
-                    ax[1].plot(*zip(*pts), linestyle=ls, label=name + (" (disc.)" if net == "discriminator" else ""),
-                               **style[name])
-        for level, what in ((results.mlm_baselines or {}).get("unigram"), "unigram"), \
-                           ((results.mlm_baselines or {}).get("bigram"), "bigram"):
-            if level is not None:
-                ax[0].axhline(level, color="grey", linestyle=":", linewidth=1)
-                ax[0].annotate(what, (0.01, level), xycoords=("axes fraction", "data"), fontsize=7, color="grey")
-        ax[1].axhline(0.5, color="grey", linestyle=":", linewidth=1)
-        ax[0].set(ylabel="held-out MLM accuracy (ELECTRA: generator)", title="Held-out MLM accuracy")
-        ax[1].set(ylabel="accuracy (a tie counts as wrong)", title="Minimal pairs at every checkpoint")
-        _flops_axes(ax)
-        files.append(_save(plt, fig, out, "zeroshot_vs_flops.png"))
-
-    fracs = {k.fraction for r in V.values() for k in r.fine_tunings()}
-    if len(fracs) == 1:  # one budget: a line per variant would be a point each, all at one x
-        files.append(_score_dots(plt, V, style, out))
-        fracs = set()
-    fig, ax = plt.subplots(figsize=(6.5, 4)) if fracs else (None, None)
-    for name, r in (V.items() if fracs else []):
-        pts = {}
-        for key, ft in r.fine_tunings().items():
-            pts.setdefault(r.checkpoints[key.fraction].flops, []).append(ft["score"])
-        if pts:
-            xs = sorted(pts)
-            med = [sum(s["median"] for s in pts[x]) / len(pts[x]) for x in xs]
-            lo = [sum(s["min"] for s in pts[x]) / len(pts[x]) for x in xs]
-            hi = [sum(s["max"] for s in pts[x]) / len(pts[x]) for x in xs]
-            line = ax.plot(xs, med, label=name, **style[name])[0]
-            ax.fill_between(xs, lo, hi, alpha=0.15, color=line.get_color())
-    if fracs:
-        ax.set(ylabel="downstream score (median; band: min-max over seeds)", title="Downstream score against compute")
-        _flops_axes([ax])
-        files.append(_save(plt, fig, out, "score_vs_flops.png"))
-
-    names = list(V)
-    fig, ax = plt.subplots(1, 3, figsize=(13, 4))
-    tps = [steady_train(V[n])[TOKENS_PER_S] for n in names]
-    mem = [steady_train(V[n])[PEAK_MEMORY_MB] for n in names]
-    colors = [style[n]["color"] for n in names]
-    ax[0].bar(names, tps, color=colors)
-    ax[0].set(title="training throughput", ylabel="tokens/s")
-    ax[1].bar(names, mem, color=colors)
-    ax[1].set(title="training peak memory",
-              ylabel="MB (" + ("CUDA allocator peak" if _gpu_memory(V) else "process max RSS") + ")")
-    lat = [V[n].measure.latency_ms or {} for n in names]
-    if lat and lat[0]:
-        import numpy as np
-
-        x = np.arange(len(names))
-        for i, k in enumerate(sorted(lat[0])):
-            ax[2].bar(x + i * 0.2, [d[k] for d in lat], width=0.2, label=k)
-        ax[2].set_xticks(x + 0.3, names)
-        ax[2].set(title="inference latency (seq 128)", ylabel="ms", yscale="log")
-        ax[2].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the bars
-    for a in ax:
-        # Anchor each rotated label's end at its tick, or long names sit under the neighbouring bar.
-        plt.setp(a.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor", fontsize=7)
-    files.append(_save(plt, fig, out, "speed_memory.png"))
-    return files
-
-
-def _score_dots(plt, V: dict[str, VariantResult], style: dict, out: Path) -> str:
-    """Every variant's task-mean downstream score at the study's one fine-tuned budget, best first: the
-    median over seeds with the min-max band, the variants named on the axis (no legend to read)."""
-    rows = sorted(((n, r.final_score()) for n, r in V.items() if r.final_score()), key=lambda x: x[1]["median"])
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.2))
-    for i, (n, _) in enumerate(rows):
-        done = V[n].fine_tunings()
-        lo = sum(f["score"].get("min", f["score"]["median"]) for f in done.values()) / len(done)
-        hi = sum(f["score"].get("max", f["score"]["median"]) for f in done.values()) / len(done)
-        ax.plot([lo, hi], [i, i], color=style[n]["color"], linewidth=2, alpha=0.5)
-        ax.plot(rows[i][1]["median"], i, color=style[n]["color"], marker=style[n]["marker"])
-    ax.set_yticks(range(len(rows)), [n for n, _ in rows], fontsize=7)
-    ax.set(xlabel="downstream score, task mean (median over seeds; line: min-max)",
-           title="Downstream score at the full budget")
-    return _save(plt, fig, out, "score_vs_flops.png")
-
-
-def _flops_axes(axes) -> None:
-    """FLOPs on the x axis of each, and a legend beside the axes (outside the data) where something was
-    drawn: the claims study has 17 variants, whose legend inside covered half a panel."""
-    handles: dict = {}
-    for a in axes:
-        flops_axis(a)
-        for h, label in zip(*a.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    if handles:  # one legend for the figure, right of its last panel
-        axes[-1].legend(handles.values(), handles.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                        frameon=False, ncol=1 if len(handles) <= 22 else 2)
-
-
-def _save(plt, fig, out: Path, name: str) -> str:
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=110, bbox_inches="tight")  # the legends outside the axes included
-    plt.close(fig)
-    return name
 
 
 def _fmt(x) -> str:
@@ -325,11 +173,6 @@ def _recreated_note(V: dict[str, VariantResult]) -> list[str]:
 
 # Where the figures were measured, from the figures' own records (a study can be resumed on another
 # machine, so the one writing the report says nothing about them).
-def _gpu_memory(V: dict[str, VariantResult]) -> bool:
-    """The trainer logs the CUDA allocator's peak on a GPU, the process's max RSS on a CPU."""
-    return any(r.curve.train and r.curve.train[-1].get("device") == "cuda" for r in V.values())
-
-
 def _gpu_speed(V: dict[str, VariantResult]) -> bool:
     return any(r.speed is not None and r.speed.device == "cuda" for r in V.values())
 
@@ -347,7 +190,7 @@ def _speed_note(cfg: StudyConfig, V: dict[str, VariantResult]) -> str:
         text += (f"{what} were measured after pretraining, all variants in one process taking turns (the best "
                  f"of {len(sp.rounds)} rounds, {sp.threads} thread(s)"
                  + (", on the GPU" if _gpu_speed(V) else "") + "); peak memory is "
-                 + ("the CUDA allocator's peak in each pretraining process." if _gpu_memory(V)
+                 + ("the CUDA allocator's peak in each pretraining process." if gpu_memory(V)
                     else "each pretraining process's max RSS."))
         rest = [n for n in V if n not in timed]
         if rest:
@@ -533,7 +376,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     claims = claims_of(cfg.to_dict(), results, cfg.roles)
     report = {"study": cfg.name, "environment": env, **results.to_json(), "claims": [c.to_json() for c in claims]}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
-    files = plots(cfg, results, out)
+    files = study_figures(results, out)
     if files:  # matplotlib is there
         files += [f for f in (forest_plot(claims, out, cfg.equivalence_margin), claim_curves(claims, V, out)) if f]
 
