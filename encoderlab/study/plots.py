@@ -36,10 +36,7 @@ def forest_plot(claims: list[Claim], out: Path, margin: float, name: str = "clai
     """One panel per claim with comparisons: each comparison's difference and interval (aggregate rows
     bold, its per-task rows below it, lighter), the zero line, and ±margin shaded where a comparison is
     a claim of matching. None when no claim has a comparison."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     panels = [c for c in claims if any(x.estimate for x in c.comparisons)]
     if not panels:
@@ -69,20 +66,14 @@ def forest_plot(claims: list[Claim], out: Path, margin: float, name: str = "clai
                [("holds", COLOURS["holds"]), ("does not hold", COLOURS["does not hold"]),
                 ("inconclusive", COLOURS["inconclusive"]), ("equivalent within the margin", "tab:blue")]]
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.78, 0.995), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0, 0.77, 1))
-    fig.savefig(out / name, dpi=110, bbox_inches="tight")  # a long comparison label widens the canvas, not cut
-    plt.close(fig)
-    return name
+    return _save(plt, fig, out, name, rect=(0, 0, 0.77, 1))  # the verdict legend right of the panels
 
 
 def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: Path,
                  name: str = "claims_curves.png") -> str | None:
     """Small multiples: per quality claim, the held-out accuracy its plateau test reads (an ELECTRA's
     generator's) against FLOPs for the variants it compares, on shared axes, legend beside each panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     panels = [(c, [n for n in dict.fromkeys(c.compared) if n in variants]) for c in claims
               if c.comparisons and c.compared]
@@ -105,10 +96,7 @@ def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: P
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("held-out MLM accuracy\n(ELECTRA: generator)", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
-    plt.close(fig)
-    return name
+    return _save(plt, fig, out, name)
 
 
 def _curve(r: VariantResult) -> list[tuple[float, float]]:
@@ -128,10 +116,7 @@ def study_figures(results: StudyResults, out: Path) -> list[str]:
     """The study's figures against FLOPs (held-out loss and AUC, zero-shot curves, downstream scores)
     and its speed and memory bars; [] where matplotlib is not installed."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = _pyplot()
     except ImportError:
         return []
     files = []
@@ -264,8 +249,20 @@ def _flops_axes(axes) -> None:
                         frameon=False, ncol=1 if len(handles) <= 22 else 2)
 
 
-def _save(plt, fig, out: Path, name: str) -> str:
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=110, bbox_inches="tight")  # the legends outside the axes included
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend (files only: no display on a server or in CI)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, out: Path, name: str, rect: tuple | None = None) -> str:
+    """Every figure is saved alike: laid out (within ``rect`` where a legend needs the rest), the canvas
+    widened to take what lies outside the axes (legends, a long comparison label), then closed."""
+    fig.tight_layout(rect=rect)
+    fig.savefig(out / name, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return name
