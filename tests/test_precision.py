@@ -117,7 +117,10 @@ def test_the_real_probe_measures_both_precisions(cache):
     assert rec["fp32_gflops"] > 0 and rec["bf16_gflops"] > 0
     assert rec["capability"] == torch.backends.cpu.get_cpu_capability() and rec["shape"] == [4, 128, 32, 64]
     assert rec["speedup"] == pytest.approx(rec["bf16_gflops"] / rec["fp32_gflops"])
-    assert 2 <= rec["rounds"] <= P.PROBE_ROUNDS
+    # PROBE_ROUNDS at least, more (to PROBE_MAX_ROUNDS) while calls scatter, as under two test workers;
+    # fewer only where emulated bf16 ended the probe (fp32 more than 4x faster)
+    assert 3 <= rec["rounds"] <= P.PROBE_MAX_ROUNDS
+    assert rec["rounds"] >= P.PROBE_ROUNDS or rec["speedup"] < 0.25
     assert rec["bf16_fast"] == (rec["speedup"] >= P.MIN_BF16_SPEEDUP * (1 + P.PROBE_MARGIN))
 
 
