@@ -117,6 +117,33 @@ def test_blimp_dev_enters_a_claims_rows_only_with_signal():
     assert label not in task_signal({"bert": v["bert"]}, shaped)  # no control of bert's architecture scored it
 
 
+def test_blimp_dev_at_chance_carries_no_signal_however_far_below_it_the_control_sits():
+    """A fresh encoder can prefer the wrong sentence of a pair systematically (a 4 x 128 ALBERT scored
+    0.434); pretrained variants at chance beat it by 0.07, yet learned nothing of the task. Simulated,
+    3,600 pairs: at chance the screen lets BLiMP in at most at the nominal one-sided rate (the control
+    alone would let it in every time); at 0.53 it always does."""
+    rng = np.random.default_rng(0)
+    label, n = "BLiMP dev (36 of 67 paradigms)", 3600
+
+    def record(p):
+        return {"label": label, "n": n, "deployed": "mlm",
+                "networks": {"mlm": {"correct": "".join("1" if x else "0" for x in rng.random(n) < p)}}}
+
+    def screen(p, studies):
+        ins = beyond_control = 0
+        for _ in range(studies):
+            v = {name: _variant(name, 0.2, 0.7, rng) for name in ("bert", "albert")}
+            for r in v.values():
+                r.measure.blimp = {"1": record(p)}
+            ok, e = task_signal(v, {"tasks": {}, "blimp": record(0.434)})[label]
+            ins, beyond_control = ins + ok, beyond_control + (e.lo > 0)
+        return ins / studies, beyond_control / studies
+
+    ins, beyond_control = screen(0.5, 300)
+    assert beyond_control == 1.0 and ins <= 0.05
+    assert screen(0.53, 30) == (1.0, 1.0)
+
+
 def test_blimp_dev_interval_covers_pretraining_runs_not_only_pairs():
     """Two runs of bert far apart (0.80, 0.62) against two close ones of electra (0.66, 0.68): pair by
     pair on the runs' averages bert is ahead beyond doubt; with the runs as the unit of replication it

@@ -83,8 +83,14 @@ def correct_of(record: dict | None) -> np.ndarray | None:
     return np.frombuffer(bits.encode(), dtype=np.uint8) - ord("0") if bits else None
 
 
-def paired_diff(a: np.ndarray, b: np.ndarray) -> stats.Estimate | None:
-    """Accuracy of a minus b on the same pairs, with the paired normal 95% interval."""
+CHANCE = 0.5  # a two-choice score's chance level
+
+
+def paired_diff(a: np.ndarray, b: np.ndarray | float) -> stats.Estimate | None:
+    """Accuracy of a minus b on the same pairs, with the paired normal 95% interval; a number b (CHANCE)
+    is the same reference for every pair, so the interval is a's own."""
+    if np.isscalar(b):
+        b = np.full(len(a), float(b)) if a is not None else None
     if a is None or b is None or len(a) != len(b) or not len(a):
         return None
     d = a.astype(float) - b.astype(float)

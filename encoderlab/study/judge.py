@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from encoderlab.study import stats
-from encoderlab.study.blimp import correct_of, paired_diff
+from encoderlab.study.blimp import CHANCE, correct_of, paired_diff
 from encoderlab.study.results import VariantResult
 
 V = dict[str, VariantResult]
@@ -134,7 +134,10 @@ def task_signal(v: V, controls: dict, names: tuple[str, ...] | None = None
     is of these pretraining runs (their spread is not in its interval) on purpose: a screen that read
     the runs' spread would share the comparisons' variance estimate, and choose the studies whose runs
     happen to agree. By simulation (docs/studies.md, no true difference, 3 runs x 3 seeds) the verdicts
-    of studies this screen lets a task into are false as often as the others' (2.2% and 2.1%)."""
+    of studies this screen lets a task into are false as often as the others' (2.2% and 2.1%).
+    BLiMP dev (zero-shot, two choices per pair) must also clear chance beyond its interval: a fresh
+    encoder's preferences can sit far from chance (a 4 x 128 ALBERT's scored 0.434), so beating the
+    control alone can mean no more than reaching chance, which is learning nothing of the task."""
     out = {}
     v = v if names is None else {n: v[n] for n in names if n in v}
     for task in (controls or {}).get("tasks", {}):
@@ -152,9 +155,11 @@ def task_signal(v: V, controls: dict, names: tuple[str, ...] | None = None
         finals = {n: r.measure.blimp[max(r.measure.blimp, key=float)] for n, r in v.items() if r.measure.blimp}
         rows = [(b, bc) for n, f in finals.items() if (b := correct_of(f)) is not None
                 and (bc := correct_of(control_of(controls, n).get("blimp"))) is not None and len(b) == len(bc)]
-        if rows:
-            e = paired_diff(np.mean([b for b, _ in rows], axis=0), np.mean([c for _, c in rows], axis=0))
-            out[next(iter(finals.values()))["label"]] = (stats.verdict(e) == "holds", e)
+        if rows:  # a zero-shot two-choice score: beyond the control and beyond chance
+            pooled = np.mean([b for b, _ in rows], axis=0)  # (N,) each pair's outcome, the variants' mean
+            e = paired_diff(pooled, np.mean([c for _, c in rows], axis=0))
+            above = paired_diff(pooled, CHANCE)
+            out[next(iter(finals.values()))["label"]] = (stats.verdict(e) == "holds" and above.lo > 0, e)
     return out
 
 

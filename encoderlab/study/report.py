@@ -279,7 +279,9 @@ def _claims_section(claims: list, against: dict | None = None) -> list[str]:
                   "same shape beyond the 95% interval of the difference, paired by fine-tuning seed; each claim "
                   "lists its test. A claim's tasks so depend on its own variants, not on which others the study ran, "
                   "and the equal-weight mean of the compared variants is orthogonal to every difference between "
-                  "them, so choosing tasks by it favours neither side. Each variant against the control, for "
+                  "them, so choosing tasks by it favours neither side. BLiMP dev (zero-shot, two choices a pair) "
+                  "must also be above chance (0.5) beyond its interval: a fresh encoder can score far below chance, "
+                  "and beating it can mean no more than reaching chance. Each variant against the control, for "
                   "reference (✓ beyond the interval):", "",
                   "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
         lines += [f"| {n} | " + " | ".join(_signal_cell(tests.get(t)) for t in tasks) + " |"
@@ -320,7 +322,9 @@ def _signal_cell(test: tuple | None) -> str:
     if test is None:
         return ""
     ok, e = test
-    return ("–" if e is None else f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]") + (" ✓" if ok else "")
+    at_chance = not ok and e is not None and e.lo > 0  # beyond the control, not beyond chance (judge.task_signal)
+    return ("–" if e is None else f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]") + (
+        " ✓" if ok else " (not above chance)" if at_chance else "")
 
 
 def _against_control(V: dict[str, VariantResult], controls: dict | None) -> dict:
