@@ -62,7 +62,8 @@ def test_the_causal_fields_leave_other_recipes_fingerprints_unchanged():
 PART_NAMES = ["claims-arms", "claims-generator", "claims-albert", "claims-sharing", "claims-sentence",
               "claims-ablations", "claims-modern", "claims-width", "claims-blimp", "claims-blimp-albert",
               "claims-blimp-sentence-sharing", "claims-blimp-proposal",
-              "claims-blimp-modern", "claims-blimp-generator", "claims-prompt"]
+              "claims-blimp-modern", "claims-blimp-generator", "claims-prompt",
+              "claims-blimp-ablations"]
 PARTS = sorted(p for p in STUDY.parents[1].glob("*/study.yaml")
                if (yaml.safe_load(p.read_text()) or {}).get("out_dir") == load_study("claims").out_dir)
 
