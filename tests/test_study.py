@@ -50,7 +50,7 @@ def _run(tmp_path, **changes):
     return run_study(cfg, log=lines.append), lines
 
 
-def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
+def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path, monkeypatch):
     report, lines = _run(tmp_path)
     out = tmp_path / "study"
     for f in ("report.md", "report.json", "loss_vs_flops.png", "score_vs_flops.png", "speed_memory.png"):
@@ -69,7 +69,10 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path):
     _, again = _run(tmp_path)  # nothing to redo
     assert not any(("pretrain" in ln or "fine-tune" in ln) for ln in again)
 
+    recorded, count = [], Progress.on_record
+    monkeypatch.setattr(Progress, "on_record", lambda self, key, units: (recorded.append(key), count(self, key, units)))
     report, added = _run(tmp_path, variants=[*BASE["variants"], ELECTRA])  # only the new variant runs
+    assert recorded == ["finetune:bert:1.0:demo"]  # the ETA counts bert's record done before electra pretrains
     assert any("pretrain electra" in ln for ln in added)
     assert not any("pretrain bert" in ln or "fine-tune bert" in ln for ln in added)
     assert set(report["variants"]) == {"bert", "electra"}

@@ -67,3 +67,29 @@ def test_a_resumed_pretrainings_earlier_share_is_done_but_not_worked(tmp_path, c
     assert _left(p) == pytest.approx(10.0 / 0.5 * (20 - 9 - 0.5), rel=0.01)  # 20 s a unit, as worked here
     shares.finish("bert")
     assert p.done == pytest.approx(10.0)
+
+
+def test_stages_on_record_are_done_from_the_start_not_priced_at_the_pretrainings_rate(clock):
+    """A study that pretrains one added variant reaches the others' recorded fine-tunings only after it:
+    counted done from the start, the ETA is the pretraining left (10 s a unit); counted when reached,
+    it priced 20 units of records at 10 s each as well. A record found stale is work after all."""
+    p = Progress(PRETRAIN_UNITS + 20 + 4, lambda line: None, heartbeat_s=None)
+    p.on_record("finetune:bert:1.0:sst2", 10)
+    p.on_record("finetune:bert:1.0:cola", 10)
+    p.on_record("finetune:bert:1.0:cola", 10)  # one key counts once
+    assert p.done == 20
+    p.begin_work()
+    share = [0.5]
+    p.partial = lambda: PRETRAIN_UNITS * share[0]
+    clock[0] = 50.0
+    assert _left(p) == pytest.approx(10 * (34 - 20 - 5), rel=0.01)
+    clock[0], share[0] = 100.0, 0.0
+    p.advance(PRETRAIN_UNITS)
+    p.partial = None
+    p.advance(10, cached=True, key="finetune:bert:1.0:sst2")  # found as recorded: not counted twice
+    assert p.done == 30 and p.worked == PRETRAIN_UNITS
+    clock[0] = 140.0
+    p.advance(10, key="finetune:bert:1.0:cola")  # its record was stale: fine-tuned again, 10 units in 40 s
+    assert p.done == 30 and p.worked == 20
+    p.advance(2, key="prompt:bert:sst2:k=0")  # a stage never on record counts as before
+    assert p.done == 32 and not p.recorded

@@ -160,15 +160,21 @@ def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,
     weight = finetune_weight(cfg, recipe)
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}  # a study may move between machines
     units = []
-    for frac in finetune_fractions(cfg, v.name):
+    for frac, task, unshared in finetune_grid(cfg, v):
         ck = checkpoints[frac].path
+        lr = (lrs or {}).get(task.name)
+        fp = fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared, *([lr] if lr is not None else []))
+        units.append(FinetuneUnit(run or v.name, FinetuneKey(task.name, frac, unshared), ck, task, fp, weight, lr))
+    return units
+
+
+def finetune_grid(cfg: StudyConfig, v: VariantSpec):
+    """A run's (fraction, task, unshared) fine-tunings: every task at every fine-tuning fraction, and
+    for an unshare variant its unshared copy at the last fraction too."""
+    for frac in finetune_fractions(cfg, v.name):
         for task in cfg.tasks:
             for unshared in [False] + ([True] if v.unshare and frac == max(cfg.finetune_fractions) else []):
-                lr = (lrs or {}).get(task.name)
-                fp = fingerprint(rfp, ck, task.to_dict(), ft, cfg.seeds, unshared, *([lr] if lr is not None else []))
-                units.append(FinetuneUnit(run or v.name, FinetuneKey(task.name, frac, unshared), ck, task, fp, weight,
-                                          lr))
-    return units
+                yield frac, task, unshared
 
 
 def family_of(cfg: StudyConfig, recipe: PretrainConfig) -> str:

@@ -46,6 +46,11 @@ class Progress:
         # its units are calibrated against pretraining's only roughly (plan.finetune_weight), so a
         # rate set by a long pretraining phase misjudges what follows it (2.4x in claims-deep).
         self.phase_start, self.phase_worked = self.start, 0.0
+        # Stages an earlier run recorded that this one reaches only after other work (a variant added
+        # to a study, or a part that pretrains its runs again: their fine-tunings are on record), by
+        # key: counted done from the start, else the ETA priced them at the pretrainings' rate
+        # (claims-blimp-generator, 2026-12-07: "~14,800 s left" 12 minutes into a part of 1.6 hours).
+        self.recorded: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
@@ -63,9 +68,22 @@ class Progress:
         self.current, self.stage_start = text, time.perf_counter()
         self._say(text)
 
-    def advance(self, units: float, *, cached: bool = False) -> None:
+    def on_record(self, key: str, units: float) -> None:
+        """A stage this run will reach with a record under ``key`` (its fingerprint is checked then):
+        done from now on."""
+        if key not in self.recorded:
+            self.recorded[key] = units
+            self.done += units
+
+    def advance(self, units: float, *, cached: bool = False, key: str | None = None) -> None:
         """Count finished work; a stage found finished by an earlier run (cached) took no time in
-        this one, so it does not set the rate the ETA extrapolates."""
+        this one, so it does not set the rate the ETA extrapolates. ``key``: the stage's, when
+        on_record may have counted it already (its record, if stale, was counted as done: not any more)."""
+        if key is not None and key in self.recorded:
+            counted = self.recorded.pop(key)
+            if cached:
+                return
+            self.done -= counted
         self.done += units
         if not cached:
             if self.work_start is None:  # work with no running share: it began with its stage

@@ -116,6 +116,13 @@ def prompt_weight(cfg: StudyConfig, k: int) -> float:
     return base if k == 0 else base * cfg.prompt_seeds * (1 + cfg.prompt.steps / 100)
 
 
+def prompt_stage_weights(cfg: StudyConfig) -> dict[str, float]:
+    """Every (run, task, k) stage's key and ETA weight: the stages run_prompting reaches."""
+    return {str(StageKey.prompt(run_name(v.name, seed), task, k)): prompt_weight(cfg, k)
+            for v in cfg.variants if prompted(v) for seed in range(cfg.pretrain_seeds)
+            for task in cfg.prompt_tasks for k in cfg.prompt_shots}
+
+
 @dataclass(frozen=True)
 class PromptUnit:
     """One (run, task, k) stage of the probe: what a worker needs, and where its result is kept."""
@@ -150,7 +157,7 @@ def run_prompting(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants
         if stages.get(u.key, u.fingerprint) is None:
             todo.append(u)
         else:
-            progress.advance(prompt_weight(cfg, u.k), cached=True)
+            progress.advance(prompt_weight(cfg, u.k), cached=True, key=str(u.key))
     run_units(cfg, [u for u in todo if have_weights(stages, {u.run: u.checkpoint}, f"prompting {u.label}")],
               data, stages, progress)
     for name, us in units.items():
@@ -188,7 +195,7 @@ def run_units(cfg: StudyConfig, todo: list[PromptUnit], data: dict, stages: Stag
     def store(done: tuple[PromptUnit, dict]) -> None:
         u, r = done
         stages.put(u.key, u.fingerprint, r)
-        progress.advance(prompt_weight(cfg, u.k))
+        progress.advance(prompt_weight(cfg, u.k), key=str(u.key))
         progress.stage(f"prompted {u.label}: accuracy " + ", ".join(f"{a:.3f}" for a in r["per_seed"]))
 
     progress.stage(f"prompting: {len(todo)} stages (run, task, shots), {jobs} at once")

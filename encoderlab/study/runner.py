@@ -36,6 +36,7 @@ from encoderlab.study.plan import (
     check_tasks,
     family_of,
     finetune_fractions,
+    finetune_grid,
     finetune_units,
     finetune_weight,
     measure_weight,
@@ -45,7 +46,7 @@ from encoderlab.study.plan import (
 )
 from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
-from encoderlab.study.prompt import check_prompt_data, prompt_total_weight, run_prompting
+from encoderlab.study.prompt import check_prompt_data, prompt_stage_weights, prompt_total_weight, run_prompting
 from encoderlab.study.report import write_report
 from encoderlab.study.results import Measure, Pretraining, Replica, Speed, StudyResults, VariantResult
 from encoderlab.study.stages import StageKey, Stages, fingerprint
@@ -86,6 +87,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     if cfg.random_control and cfg.variants:  # one control fine-tuning per architecture and task
         progress.total += sum(finetune_weight(cfg, recipes[n]) * len(cfg.tasks)
                               for n in set(control_shapes(cfg, _models(cfg, recipes)).values()))
+    count_recorded(cfg, recipes, stages, progress)
     check_machines(cfg, recipes, stages)
     recreate = runs.missing_weights(stages, recipes) if cfg.recreate_weights else {}
     if recreate and not cfg.mixed_machines:
@@ -111,6 +113,22 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     progress.advance(measure_weight(cfg))
     progress.stage(f"done: {out / 'report.md'}")
     return report
+
+
+def count_recorded(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages: Stages, progress: Progress) -> None:
+    """Count the fine-tunings and prompts on record as done before the pretrainings start: the bulk of
+    what follows them, and without this the ETA prices it at their rate while a study pretrains only
+    an added variant's runs, or a part its runs again."""
+    for v in cfg.variants:
+        for seed in range(cfg.pretrain_seeds):
+            run = run_name(v.name, seed)
+            for frac, task, unshared in finetune_grid(cfg, v):
+                key = StageKey.finetune(run, task.name, frac, unshared)
+                if stages.recorded(key):
+                    progress.on_record(str(key), finetune_weight(cfg, recipes[run]))
+    for key, weight in prompt_stage_weights(cfg).items():
+        if stages.recorded(key):
+            progress.on_record(key, weight)
 
 
 def check_machines(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages: Stages) -> None:
@@ -321,14 +339,14 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
                 if stages.get(_stage(u), u.fingerprint) is None:
                     todo.append(u)
                 else:
-                    progress.advance(u.weight, cached=True)
+                    progress.advance(u.weight, cached=True, key=str(_stage(u)))
     todo = [u for u in todo if runs.have_weights(stages, {u.variant: u.checkpoint}, f"fine-tuning {u.label}")]
     jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
 
     def store(done: tuple[FinetuneUnit, dict]) -> None:
         u, r = done
         stages.put(_stage(u), u.fingerprint, r)
-        progress.advance(u.weight)
+        progress.advance(u.weight, key=str(_stage(u)))
         if jobs > 1:
             scores = ", ".join(f"{m} {s['median']:.3f} ± {s['std']:.3f}" for m, s in r["summary"].items())
             progress.stage(f"fine-tuned {u.label}: {scores} (median ± std of {cfg.seeds} seeds)")

@@ -143,6 +143,10 @@ class Stages:
         rec = self.data.get(str(key))
         return rec["result"] if rec and rec["fingerprint"] == fingerprint else None
 
+    def recorded(self, key: StageKey | str) -> bool:
+        """A record under this key, whatever its fingerprint (get checks that)."""
+        return str(key) in self.data
+
     def put(self, key: StageKey | str, fingerprint: str, result) -> None:
         self.data[str(key)] = {"fingerprint": fingerprint, "result": result}
         tmp = self.path.with_suffix(".tmp")
