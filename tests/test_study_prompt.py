@@ -56,8 +56,11 @@ def _run(cfg: StudyConfig, variants: dict, tmp: Path, stages: Stages) -> None:
                for v in cfg.variants for s in range(cfg.pretrain_seeds)}
     data = {"tokenizer": str(tmp / run_name("bert", 0) / "tok"), "glue_dir": None, "demo_task": None}
     progress = Progress(probe.prompt_total_weight(cfg), lambda *a: None, heartbeat_s=None)
+    began = progress.phase_start
     probe.run_prompting(cfg, recipes, variants, data, stages, progress)
     assert progress.done == pytest.approx(progress.total)
+    # prompting is a phase of its own for the ETA's rate (when it has anything to run)
+    assert (progress.phase_start > began) == (progress.worked > 0)
 
 
 @pytest.fixture(scope="module")

@@ -198,6 +198,9 @@ def run_units(cfg: StudyConfig, todo: list[PromptUnit], data: dict, stages: Stag
         progress.advance(prompt_weight(cfg, u.k), key=str(u.key))
         progress.stage(f"prompted {u.label}: accuracy " + ", ".join(f"{a:.3f}" for a in r["per_seed"]))
 
+    # Its own rate: BLiMP scorings before it advance no units, so the phase's rate, read from their
+    # minutes and a first prompt's units, once put a 30-minute probe at "~286,654 s left".
+    progress.new_phase()
     progress.stage(f"prompting: {len(todo)} stages (run, task, shots), {jobs} at once")
     if jobs <= 1:
         launch.run_inline(_prompt_unit, [(u, cfg, data) for u in todo], threads=cfg.threads_per_job(1),
