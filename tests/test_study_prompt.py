@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from eval_helpers import one_thread, tiny_checkpoint, write_sentiment_task  # noqa: F401
@@ -106,6 +107,23 @@ def test_the_probe_writes_what_claim_17_reads_for_an_mlm_and_an_electra_pair(pro
             # seed 0's run first: its zero-shot score is its own checkpoint's
             direct = prompting.prompt_classify(ck.path, task, cfg.prompt, k=0, log=lambda *a: None)
             assert zero["per_run"][seed] == [direct["summary"]["acc"]["median"]]
+
+
+def test_the_report_tables_every_prompted_variant_beside_the_majority_class(probed):
+    from encoderlab.study.report import _prompt_table
+
+    cfg, variants, _, _, _ = probed
+    task = cfg.prompt_tasks[0]
+    lines = _prompt_table(variants)
+    cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines if ln.startswith("| ")]
+    rows = {c[0]: c[1:] for c in cells}
+    assert "clm" not in rows and rows["bert"][0] == "mlm" and rows["electra"][0] == "discriminator"
+    assert lines[2] == f"| variant | prompted through | {task} zero-shot | {task} 4-shot |"
+    few = variants["electra"].measure.prompt[task]["k=4"]
+    to_3 = 5.1e-4  # printed to 3 decimals
+    assert float(rows["electra"][2]) == pytest.approx(float(np.mean(few["per_run"])), abs=to_3)  # runs x draws
+    assert rows["majority class"][0] == ""
+    assert float(rows["majority class"][2]) == pytest.approx(few["majority"], abs=to_3)
 
 
 def test_few_shot_draws_are_the_same_for_every_run_of_every_variant(probed):

@@ -134,6 +134,34 @@ def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str
     return lines + [""] + _recreated_note(V)
 
 
+def _prompt_table(V: dict[str, VariantResult]) -> list[str]:
+    """Every prompted variant's accuracy on each prompt task and number of shots (claim 17 reads two
+    of them; the others are here so a user sees whether any variant is a prompt learner at all)."""
+    recs = {n: r.measure.prompt for n, r in V.items() if r.measure.prompt}
+    if not recs:
+        return []
+    cols = sorted({(t, k) for rec in recs.values() for t, by_k in rec.items() for k in by_k},
+                  key=lambda c: (c[0], int(c[1].removeprefix("k="))))
+    head = [f"{t} {k.removeprefix('k=')}-shot".replace(" 0-shot", " zero-shot") for t, k in cols]
+    lines = ["Prompting probe (claim 17's; each run's final checkpoint, its pattern and verbalizer; the mean over "
+             "pretraining runs and few-shot draws, accuracy):", "",
+             "| variant | prompted through | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(cols)]
+    majority = {}
+    for n, rec in recs.items():
+        cells, method = [], ""
+        for t, k in cols:
+            r = rec.get(t, {}).get(k)
+            if not r or not r.get("per_run"):
+                cells.append("")
+                continue
+            method = r["method"]
+            majority.setdefault((t, k), r.get("majority"))
+            cells.append(f"{np.mean([a for run in r['per_run'] for a in run]):.3f}")
+        lines.append(f"| {n} | {method} | " + " | ".join(cells) + " |")
+    lines.append("| majority class | | " + " | ".join(_fmt(majority.get(c)) for c in cols) + " |")
+    return lines + [""]
+
+
 def _skipped_note(skipped: list[str]) -> list[str]:
     """The stages a study with skip_missing_weights left out, the runs whose weights they need first."""
     if not skipped:
@@ -425,7 +453,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
                      f"{_fmt(ev.get(EVAL_DISC_AUC))} | "
                      + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–") + " |")
     lines += [""] + _task_table(V, results.baselines, results.controls) + _collapses(V, results.baselines)
-    lines += _blimp_table(V, results.controls)
+    lines += _blimp_table(V, results.controls) + _prompt_table(V)
     lat_keys = sorted(next(iter(V.values())).measure.latency_ms or {})
     where = "on the CPU; the GPU timed training only" if _gpu_speed(V) else "on the CPU"
     lines += [f"Inference latency (ms, sequence 128, {where}):", "", "| variant | " + " | ".join(lat_keys) + " |",
