@@ -49,7 +49,7 @@ class Progress:
         # Stages an earlier run recorded that this one reaches only after other work (a variant added
         # to a study, or a part that pretrains its runs again: their fine-tunings are on record), by
         # key: counted done from the start, else the ETA priced them at the pretrainings' rate
-        # (claims-blimp-generator, 2026-12-07: "~14,800 s left" 12 minutes into a part of 1.6 hours).
+        # (claims-blimp-generator, 2026-12-07: "~14,800 s left" 14 minutes into a part that took 111 minutes).
         self.recorded: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
