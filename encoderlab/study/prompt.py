@@ -105,8 +105,7 @@ def prompted(v: VariantSpec) -> bool:
 
 def prompt_total_weight(cfg: StudyConfig) -> float:
     """ETA weight of the whole probe: every (run, task, k) stage of every prompted variant."""
-    runs = sum(prompted(v) for v in cfg.variants) * cfg.pretrain_seeds
-    return runs * len(cfg.prompt_tasks) * sum(prompt_weight(cfg, k) for k in cfg.prompt_shots)
+    return sum(prompt_stage_weights(cfg).values())
 
 
 def prompt_weight(cfg: StudyConfig, k: int) -> float:

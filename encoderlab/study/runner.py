@@ -35,7 +35,6 @@ from encoderlab.study.plan import (
     FinetuneUnit,
     check_tasks,
     family_of,
-    finetune_fractions,
     finetune_grid,
     finetune_units,
     finetune_weight,
@@ -80,8 +79,8 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
             paradigm_files(cfg.blimp)
         except FileNotFoundError as e:
             raise ConfigError(f"blimp: {e}") from None
-    progress.total += sum(finetune_weight(cfg, recipes[v.name]) * (len(finetune_fractions(cfg, v.name)) + v.unshare)
-                          * len(cfg.tasks) * cfg.pretrain_seeds for v in cfg.variants)
+    progress.total += sum(finetune_weight(cfg, recipes[v.name]) * len(list(finetune_grid(cfg, v))) * cfg.pretrain_seeds
+                          for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
     progress.total += prompt_total_weight(cfg)
     if cfg.random_control and cfg.variants:  # one control fine-tuning per architecture and task
@@ -122,10 +121,11 @@ def count_recorded(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages:
     for v in cfg.variants:
         for seed in range(cfg.pretrain_seeds):
             run = run_name(v.name, seed)
+            weight = finetune_weight(cfg, recipes[run])  # builds the model config: once a run
             for frac, task, unshared in finetune_grid(cfg, v):
                 key = StageKey.finetune(run, task.name, frac, unshared)
                 if stages.recorded(key):
-                    progress.on_record(str(key), finetune_weight(cfg, recipes[run]))
+                    progress.on_record(str(key), weight)
     for key, weight in prompt_stage_weights(cfg).items():
         if stages.recorded(key):
             progress.on_record(key, weight)
