@@ -178,8 +178,9 @@ class StudyConfig(Config):
     # precisions and kernels. true lets them mix; the report names the variants that do.
     mixed_machines: bool = False
     # Pretrain again, from the same recipe and seed, every run of this study's variants whose stage is
-    # recorded but whose checkpoints are not on this machine (stages.json came without run folders), so
-    # stages that need weights (BLiMP, a probe, a new task) can run. The recorded run stays what the
+    # recorded but whose checkpoints are not on this machine (stages.json came without run folders) and
+    # that a stage still to compute needs (BLiMP, a probe, a new task; runner._needed_runs), so those
+    # stages can run. The recorded run stays what the
     # report's curves and fine-tunings read; the stage gains a "recreated" entry saying how the new
     # run's held-out records compare with it (study/runs.recreation), and the report names such runs.
     recreate_weights: bool = False

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from encoderlab.eval.common import versions
+from encoderlab.study import runs
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.judge import task_signal
@@ -166,7 +167,7 @@ def _skipped_note(skipped: list[str]) -> list[str]:
     """The stages a study with skip_missing_weights left out, the runs whose weights they need first."""
     if not skipped:
         return []
-    need = sorted({r for s in skipped for r in s.rsplit("(needs ", 1)[-1].rstrip(")").split(", ")})
+    need = sorted(runs.needed_runs(skipped))
     return [f"**Left out: {len(skipped)} stages** whose runs' weights were not on this machine (skip_missing_weights; "
             f"recreate_weights computes them), needing the runs {', '.join(need)}:", "", "<details><summary>the "
             "stages</summary>", "", *[f"- {s}" for s in skipped], "", "</details>", ""]

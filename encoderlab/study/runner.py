@@ -88,12 +88,52 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                               for n in set(control_shapes(cfg, _models(cfg, recipes)).values()))
     count_recorded(cfg, recipes, stages, progress)
     check_machines(cfg, recipes, stages)
+    def pretrain(recreate: dict[str, dict]) -> None:
+        launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
+                            stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores(),
+                            recreate=recreate)
+
     recreate = runs.missing_weights(stages, recipes) if cfg.recreate_weights else {}
-    if recreate and not cfg.mixed_machines:
-        runs.check_recreation(recreate, machine_kind(resolve_device(cfg.base.trainer.device)))
-    launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
-                        stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores(),
-                        recreate=recreate)
+    if recreate:  # the runs never pretrained first; then only the missing runs a stage still needs
+        pretrain({})
+        needed = _needed_runs(cfg, recipes, data, stages, progress)
+        recreate = {n: rec for n, rec in recreate.items() if n in needed}
+        if recreate and not cfg.mixed_machines:
+            runs.check_recreation(recreate, machine_kind(resolve_device(cfg.base.trainer.device)))
+    pretrain(recreate)
+    results = _after_pretraining(cfg, recipes, data, stages, progress)
+    progress.stage("writing the report")
+    report = write_report(cfg, results, out)
+    progress.advance(measure_weight(cfg))
+    progress.stage(f"done: {out / 'report.md'}")
+    return report
+
+
+def _needed_runs(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
+                 progress: Progress) -> set[str]:
+    """The runs whose weights a stage still to compute needs (what recreate_weights pretrains again;
+    before, every run with its folder missing was, 6 of a part's 15 for nothing on a fresh machine).
+    Found by passing over the stages after pretraining with missing weights skipped
+    (runs.have_weights): what needs none of them is computed and recorded (the real pass reads it),
+    the rest names its runs. The ETA counts that pass's work once: its advances are taken back, the
+    time it worked kept."""
+    done, recorded, before = progress.done, dict(progress.recorded), len(stages.skipped)
+    stages.skip_missing_weights = True
+    try:
+        progress.stage("finding the runs whose weights the stages still to compute need")
+        _after_pretraining(cfg, recipes, data, stages, progress)
+    finally:
+        stages.skip_missing_weights = cfg.skip_missing_weights
+        progress.done, progress.recorded = done, recorded
+    left = stages.skipped[before:]
+    del stages.skipped[before:]
+    return runs.needed_runs(left)
+
+
+def _after_pretraining(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
+                       progress: Progress) -> StudyResults:
+    """Every stage after pretraining: learning-rate picks, fine-tunings, baselines, controls, measures,
+    the side-by-side speed stage, probes and prompting."""
     progress.new_phase()
     if cfg.finetune_lrs:  # chosen on held-out training data before any fine-tuning the claims read
         data = {**data, "learning_rates": pick_learning_rates(cfg, recipes, stages, data, progress)}
@@ -107,11 +147,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     side_by_side(cfg, {v.name: recipes[v.name] for v in cfg.variants}, results.variants, stages, progress)
     run_probes(cfg, recipes, results.variants, data, stages, progress)
     run_prompting(cfg, recipes, results.variants, data, stages, progress)
-    progress.stage("writing the report")
-    report = write_report(cfg, results, out)
-    progress.advance(measure_weight(cfg))
-    progress.stage(f"done: {out / 'report.md'}")
-    return report
+    return results
 
 
 def count_recorded(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages: Stages, progress: Progress) -> None:

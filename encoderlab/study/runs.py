@@ -71,6 +71,11 @@ def require_weights(paths: dict[str, str], what: str) -> None:
             "folders are, or with recreate_weights=true to pretrain them again here from their recipes and seeds")
 
 
+def needed_runs(skipped: list[str]) -> set[str]:
+    """The runs named by have_weights' entries in ``stages.skipped`` ("<stage> (needs <run>, ...)")."""
+    return {r for s in skipped for r in s.rsplit("(needs ", 1)[-1].rstrip(")").split(", ")}
+
+
 def have_weights(stages: Stages, paths: dict[str, str], what: str) -> bool:
     """Whether the checkpoints a stage still to compute needs ({run: path}) are on this machine; when
     they are not: False and the stage named in ``stages.skipped`` where the study skips missing
@@ -86,7 +91,7 @@ def have_weights(stages: Stages, paths: dict[str, str], what: str) -> bool:
 
 def missing_weights(stages: Stages, recipes: dict[str, PretrainConfig]) -> dict[str, dict]:
     """{run: its recorded pretraining stage} of the ``recipes``' finished runs whose checkpoints are not
-    on this machine (what recreate_weights pretrains again)."""
+    on this machine (recreate_weights pretrains again those a stage still to compute needs)."""
     out = {}
     for name, recipe in recipes.items():
         done = stages.get(StageKey.pretrain(name), recipe_fingerprint(recipe))
