@@ -136,7 +136,7 @@ def test_study_runs_skips_finished_stages_and_adds_variants(tmp_path, monkeypatc
     assert json.loads((out / "report.json").read_text())["environment"]["versions"]["torch"]
 
 
-def test_interrupted_study_continues_from_its_stages(tmp_path):
+def test_interrupted_study_continues_from_its_stages(tmp_path, monkeypatch):
     """With two pretraining seeds: both runs pretrained and fine-tuned as their own stages, the second
     run's scores in report.json's replicas; a study killed during a fine-tuning redoes only that. With
     the random-init control and the bag-of-words baseline in the task table and the signal rule."""
@@ -190,6 +190,9 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     # data is prepared again and checked, every stage read from the records, nothing trained.
     shutil.move(out / "runs", tmp_path / "runs-elsewhere")
     shutil.move(out / "data", tmp_path / "data-elsewhere")
+    ends = []  # (units done, units planned) as each study ends
+    close = Progress.close
+    monkeypatch.setattr(Progress, "close", lambda p: (ends.append((p.done, p.total)), close(p)))
     again, lines = _run(tmp_path, pretrain_seeds=2, **more)
     assert not any("pretrain bert" in ln or "fine-tune" in ln for ln in lines)
     assert any("preparing it again" in ln for ln in lines)
@@ -212,7 +215,10 @@ def test_interrupted_study_continues_from_its_stages(tmp_path):
     assert not left["variants"]["bert"]["replicas"][0]["measure"].get("blimp") and left["claims"] == again["claims"]
     assert "**Left out: 1 stages** whose runs' weights were not on this machine" in (out / "report.md").read_text()
     # Seed 0's folder stays away too: no stage still to compute needs it, so it is not pretrained again.
+    # The ETA counts every run once (the runs never pretrained, then the missing ones: two launches):
+    # the study ends with the units done that the fresh clone's run above ended with.
     made, lines = _run(tmp_path, pretrain_seeds=2, **more, recreate_weights=True)
+    assert ends[-1] == pytest.approx(ends[0])
     assert not any("pretrain bert:" in ln for ln in lines) and any("pretrain bert@seed1:" in ln for ln in lines)
     assert not (out / "runs" / "bert").exists() and "skipped" not in made
     kept = json.loads(stages.path.read_text())["pretrain:bert@seed1"]["result"]

@@ -88,19 +88,20 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
                               for n in set(control_shapes(cfg, _models(cfg, recipes)).values()))
     count_recorded(cfg, recipes, stages, progress)
     check_machines(cfg, recipes, stages)
-    def pretrain(recreate: dict[str, dict]) -> None:
-        launch.pretrain_all(recipes, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(), budget=cfg.budget_flops,
-                            stages=stages, progress=progress, fingerprint=recipe_fingerprint, cores=cfg.cores(),
-                            recreate=recreate)
+    def pretrain(names, recreate: dict[str, dict]) -> None:  # each run in one call: its units counted once
+        launch.pretrain_all({n: recipes[n] for n in names}, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(),
+                            budget=cfg.budget_flops, stages=stages, progress=progress, fingerprint=recipe_fingerprint,
+                            cores=cfg.cores(), recreate=recreate)
 
-    recreate = runs.missing_weights(stages, recipes) if cfg.recreate_weights else {}
-    if recreate:  # the runs never pretrained first; then only the missing runs a stage still needs
-        pretrain({})
+    missing = runs.missing_weights(stages, recipes) if cfg.recreate_weights else {}
+    recreate = {}
+    if missing:  # the runs never pretrained first; then only the missing runs a stage still needs
+        pretrain([n for n in recipes if n not in missing], {})
         needed = _needed_runs(cfg, recipes, data, stages, progress)
-        recreate = {n: rec for n, rec in recreate.items() if n in needed}
+        recreate = {n: rec for n, rec in missing.items() if n in needed}
         if recreate and not cfg.mixed_machines:
             runs.check_recreation(recreate, machine_kind(resolve_device(cfg.base.trainer.device)))
-    pretrain(recreate)
+    pretrain([n for n in recipes if n in missing] if missing else list(recipes), recreate)
     results = _after_pretraining(cfg, recipes, data, stages, progress)
     progress.stage("writing the report")
     report = write_report(cfg, results, out)
