@@ -12,6 +12,7 @@ from encoderlab.checkpoint import load_model
 from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.eval.intrinsic import (
     NoSuchHeadError,
+    causal_log_likelihoods,
     detect_replaced,
     fill_mask,
     format_detection,
@@ -20,6 +21,7 @@ from encoderlab.eval.intrinsic import (
     pseudo_perplexity,
 )
 from encoderlab.models.build import build_model
+from encoderlab.objectives.causal import attention_masks
 
 PAIRS = Path(__file__).parent / "fixtures" / "minimal_pairs.jsonl"
 
@@ -50,6 +52,31 @@ def test_batched_pll_equals_one_copy_at_a_time(tok):
             ref += F.log_softmax(logits, -1)[e.ids[p]].item()
         assert count == len(e.ids) - 2
         assert got == pytest.approx(ref, abs=1e-4)
+
+
+def test_batched_causal_log_likelihood_equals_each_prefix_run_alone(tok):
+    """A clm network's score of a sentence: each non-special token from the output just before it, its
+    future unseen. The reference runs the network on each prefix alone (no padding, no later token in
+    the input at all) under the causal mask and reads its last output."""
+    model = _mlm()
+    texts = ["the cat sat on the mat .", "good", "it is a very very good film and the plot was nice"]
+    ll, n = causal_log_likelihoods(model, tok, texts, batch_size=2)  # padded batches of unequal lengths
+    for text, got, count in zip(texts, ll, n):
+        e = tok.encode_input(text)
+        ref = 0.0
+        for p, special in enumerate(e.special):
+            if special:
+                continue
+            ids = torch.tensor([e.ids[:p]])  # (1, p): w_<p only
+            mask = attention_masks(torch.ones_like(ids), torch.tensor([True]))
+            with torch.no_grad():
+                logits = model(ids, mask).logits[0, p - 1]  # dense head, the prefix's last output
+            ref += F.log_softmax(logits, -1)[e.ids[p]].item()
+        assert count == len(e.ids) - 2
+        assert got == pytest.approx(ref, abs=1e-4)
+    pll, _ = pseudo_log_likelihoods(model, tok, texts)
+    assert not np.allclose(ll, pll)  # another quantity than the PLL
+    assert minimal_pairs_accuracy(model, tok, PAIRS, method="causal")["method"] == "causal"
 
 
 def test_pseudo_perplexity_of_a_uniform_mlm_is_the_vocabulary_size(tok):

@@ -63,7 +63,7 @@ PART_NAMES = ["claims-arms", "claims-generator", "claims-albert", "claims-sharin
               "claims-ablations", "claims-modern", "claims-width", "claims-blimp", "claims-blimp-albert",
               "claims-blimp-sentence-sharing", "claims-blimp-proposal",
               "claims-blimp-modern", "claims-blimp-generator", "claims-prompt",
-              "claims-blimp-ablations"]
+              "claims-blimp-ablations", "claims-blimp-arms", "claims-blimp-clm"]
 PARTS = sorted(p for p in STUDY.parents[1].glob("*/study.yaml")
                if (yaml.safe_load(p.read_text()) or {}).get("out_dir") == load_study("claims").out_dir)
 

@@ -76,7 +76,8 @@ def register(sub) -> None:
     mp = evs.add_parser("minimal-pairs", help="accuracy on BLiMP-format jsonl minimal pairs")
     _model_args(mp)
     mp.add_argument("--pairs", required=True, nargs="+", help="BLiMP jsonl file(s)")
-    mp.add_argument("--method", default="auto", choices=["auto", "mlm", "discriminator"])
+    mp.add_argument("--method", default="auto", choices=["auto", "mlm", "discriminator", "causal"],
+                    help="causal: log-likelihood left to right, for a network pretrained with objective kind clm")
     _scoring_args(mp)
     mp.set_defaults(func=_pairs)
 

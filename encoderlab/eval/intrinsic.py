@@ -10,6 +10,11 @@ Pseudo-perplexity of a corpus = exp(-sum PLL / number of scored tokens).
 An ELECTRA discriminator scores a sentence by its summed log-probability that every token is
 original: sum_t log sigmoid(-logit_t); one pass per sentence.
 
+A network trained only causally (objective kind clm) scores a sentence by its log-likelihood left to
+right: LL(W) = sum_t log P(w_t | w_<t), the output at t - 1 under the causal mask it trained with
+predicting w_t, over the same non-special tokens ([CLS] stands where a causal LM's BOS would). Its
+PLL would measure a network it never was: every position it trained on saw only its left context.
+
 Shape letters: B batch (masked copies), T length, V vocabulary, M scored positions.
 """
 
@@ -92,6 +97,39 @@ def pseudo_log_likelihoods(model: nn.Module, tok: Tokenizer, texts: list[str], *
     return pll, counts
 
 
+@torch.no_grad()
+def causal_log_likelihoods(model: nn.Module, tok: Tokenizer, texts: list[str], *, batch_size: int = 64,
+                           max_length: int = 128, precision: str = "fp32") -> tuple[np.ndarray, np.ndarray]:
+    """(log-likelihood left to right per text, number of scored tokens per text) of a causally trained
+    MLM network (objective kind clm): each non-special token from the output one position before it,
+    under the causal mask (objectives/causal.py)."""
+    from encoderlab.objectives.causal import attention_masks, head_positions, next_token_positions
+
+    mlm = mlm_network(model)
+    mlm.eval()
+    enc = tok.encode_inputs(texts, max_length=min(max_length, mlm.encoder.config.max_position_embeddings))
+    out = np.zeros(len(texts), dtype=np.float64)
+    counts = np.array([sum(not x for x in e.special) for e in enc])
+    order = sorted(range(len(enc)), key=lambda s: len(enc[s].ids))  # similar lengths share batches
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = collate([enc[s] for s in idx], tok.pad_id)
+        ids, am = batch["input_ids"], batch["attention_mask"]  # (B, T)
+        B, T = ids.shape
+        scored = torch.zeros_like(ids, dtype=torch.bool)  # (B, T) the non-special tokens
+        for i, s in enumerate(idx):
+            scored[i, : len(enc[s].ids)] = ~torch.tensor(enc[s].special)
+        rows = torch.ones(B, dtype=torch.bool)
+        read = next_token_positions(ids, am, rows)  # (P,) flat b * T + t whose next token is real
+        read = read[scored.view(-1)[read + 1]]  # only predictions of non-special tokens
+        with autocast(precision, "cpu"):
+            logits = mlm(ids, attention_masks(am, rows), batch.get("token_type_ids"),
+                         positions=head_positions(mlm, read)).logits  # (P, V)
+        logp = F.log_softmax(logits.float(), -1).gather(1, ids.view(-1)[read + 1][:, None])[:, 0]  # (P,)
+        np.add.at(out, [idx[int(b)] for b in read // T], logp.numpy().astype(np.float64))
+    return out, counts
+
+
 def pseudo_perplexity(model: nn.Module, tok: Tokenizer, texts: list[str], **kw) -> dict:
     """Corpus pseudo-perplexity: exp(-sum PLL / scored tokens), with the PLL sum and counts."""
     pll, n = pseudo_log_likelihoods(model, tok, texts, **kw)
@@ -139,7 +177,8 @@ def minimal_pairs_accuracy(model: nn.Module, tok: Tokenizer, path: str | Path, *
     """Accuracy of scoring sentence_good above sentence_bad, overall, per UID and per phenomenon.
 
     method: "mlm" (PLL; MLMs and an ELECTRA pair's generator), "discriminator" (summed log P(original)),
-    or "auto": the discriminator for ELECTRA checkpoints, else the MLM. A tie counts as wrong.
+    "causal" (log-likelihood left to right: a network pretrained with objective kind clm), or "auto":
+    the discriminator for ELECTRA checkpoints, else the MLM. A tie counts as wrong.
     """
     pairs = read_minimal_pairs(path)
     if method == "auto":
@@ -149,8 +188,10 @@ def minimal_pairs_accuracy(model: nn.Module, tok: Tokenizer, path: str | Path, *
         scores = pseudo_log_likelihoods(model, tok, texts, **kw)[0]
     elif method == "discriminator":
         scores = discriminator_log_original(model, tok, texts, **kw)
+    elif method == "causal":
+        scores = causal_log_likelihoods(model, tok, texts, **kw)[0]
     else:
-        raise ValueError(f"method {method!r} is not one of auto, mlm, discriminator")
+        raise ValueError(f"method {method!r} is not one of auto, mlm, discriminator, causal")
     n = len(pairs)
     correct = scores[:n] > scores[n:]
     groups: dict[str, dict[str, list[bool]]] = {"by_uid": collections.defaultdict(list),

@@ -4,8 +4,10 @@ each pair's outcome kept so that two variants can be compared on the same pairs.
 The files under ../shared/data/blimp are 36 of BLiMP's 67 paradigms (1,000 pairs each; the other 31
 are held back on purpose), so the score is a development score and is always called "BLiMP dev (36 of
 67 paradigms)", never BLiMP's. An MLM scores a sentence by its pseudo-log-likelihood, an ELECTRA
-discriminator by the summed log P(original) of its tokens (eval/intrinsic.py); a variant's score is
-that of the network it deploys (an ELECTRA's discriminator), its generator's reported beside it.
+discriminator by the summed log P(original) of its tokens, a network pretrained only causally
+(objective kind clm) by its log-likelihood left to right (eval/intrinsic.py); a variant's score is
+that of the network it deploys (an ELECTRA's discriminator), its generator's reported beside it. A
+causal variant's random-init control is scored causally too (``CAUSAL_CONTROL``, control_for).
 
 Two variants are compared on the same pairs by the study's estimate (study/stats.py,
 judge.Judge.compare): each variant's (runs, pairs) outcomes at its runs' last checkpoints, the pairs,
@@ -23,11 +25,29 @@ from pathlib import Path
 
 import numpy as np
 
-from encoderlab.eval.intrinsic import discriminator_log_original, pseudo_log_likelihoods, read_minimal_pairs
+from encoderlab.eval.intrinsic import (
+    causal_log_likelihoods,
+    discriminator_log_original,
+    pseudo_log_likelihoods,
+    read_minimal_pairs,
+)
 from encoderlab.models.pairs import ElectraPair
 from encoderlab.study import stats
 
 PARADIGMS = 67
+CAUSAL_KINDS = ("clm",)  # objective kinds whose network is a causal LM: scored left to right
+CAUSAL_CONTROL = "blimp_clm"  # a control record's causally scored BLiMP, beside "blimp"
+
+
+def causal(objective_kind: str) -> bool:
+    """Whether a variant of this objective kind is scored left to right (a causal LM's likelihood)."""
+    return objective_kind in CAUSAL_KINDS
+
+
+def control_for(control: dict, record: dict | None) -> dict | None:
+    """A random-init control's BLiMP record scored the way a variant's ``record`` was: causally for a
+    causal LM's, else by PLL (or an ELECTRA's discriminator)."""
+    return control.get(CAUSAL_CONTROL if (record or {}).get("deployed") == "clm" else "blimp")
 
 
 def label(folder: str | Path) -> str:
@@ -55,16 +75,21 @@ def load_pairs(folder: str | Path, per_paradigm: int | None = None, seed: int = 
     return out
 
 
-def score(model, tok, pairs: list[dict], precision: str = "fp32") -> dict:
-    """{"n", "deployed", networks: {"mlm" | "generator" | "discriminator": {"accuracy", "by_phenomenon",
-    "correct": one '0'/'1' per pair}}}; "deployed" names the network that stands for the variant."""
+def score(model, tok, pairs: list[dict], precision: str = "fp32", *, causal: bool = False) -> dict:
+    """{"n", "deployed", networks: {"mlm" | "generator" | "discriminator" | "clm": {"accuracy",
+    "by_phenomenon", "correct": one '0'/'1' per pair}}}; "deployed" names the network that stands for the
+    variant. ``causal``: the model's MLM network scored left to right (a clm variant's), as "clm"."""
     texts = [p["sentence_good"] for p in pairs] + [p["sentence_bad"] for p in pairs]
     n = len(pairs)
     nets = {}
     pair = isinstance(model, ElectraPair)
-    for net in (["generator", "discriminator"] if pair else ["mlm"]):
+    if causal and pair:
+        raise ValueError("causal scoring reads one MLM network; an ELECTRA pair is scored by its discriminator")
+    for net in (["generator", "discriminator"] if pair else ["clm"] if causal else ["mlm"]):
         if net == "discriminator":
             s = discriminator_log_original(model, tok, texts, precision=precision)
+        elif net == "clm":
+            s = causal_log_likelihoods(model, tok, texts, precision=precision)[0]
         else:
             s = pseudo_log_likelihoods(model, tok, texts, precision=precision)[0]
         correct = s[:n] > s[n:]  # a tie counts as wrong
@@ -73,7 +98,7 @@ def score(model, tok, pairs: list[dict], precision: str = "fp32") -> dict:
             phen.setdefault(str(p.get("linguistics_term") or p.get("field") or "all"), []).append(bool(c))
         nets[net] = {"accuracy": float(correct.mean()), "correct": "".join("1" if c else "0" for c in correct),
                      "by_phenomenon": {k: float(np.mean(v)) for k, v in sorted(phen.items())}}
-    return {"n": n, "deployed": "discriminator" if pair else "mlm", "networks": nets}
+    return {"n": n, "deployed": "discriminator" if pair else next(iter(nets)), "networks": nets}
 
 
 def correct_of(record: dict | None) -> np.ndarray | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from encoderlab.study import stats
-from encoderlab.study.blimp import CHANCE, correct_of, paired_diff
+from encoderlab.study.blimp import CHANCE, control_for, correct_of, paired_diff
 from encoderlab.study.results import VariantResult
 
 V = dict[str, VariantResult]
@@ -154,7 +154,7 @@ def task_signal(v: V, controls: dict, names: tuple[str, ...] | None = None
     if controls:  # each variant beside its own architecture's control (the main one may have none)
         finals = {n: r.measure.blimp[max(r.measure.blimp, key=float)] for n, r in v.items() if r.measure.blimp}
         rows = [(b, bc) for n, f in finals.items() if (b := correct_of(f)) is not None
-                and (bc := correct_of(control_of(controls, n).get("blimp"))) is not None and len(b) == len(bc)]
+                and (bc := correct_of(control_for(control_of(controls, n), f))) is not None and len(b) == len(bc)]
         if rows:  # a zero-shot two-choice score: beyond the control and beyond chance
             pooled = np.mean([b for b, _ in rows], axis=0)  # (N,) each pair's outcome, the variants' mean
             e = paired_diff(pooled, np.mean([c for _, c in rows], axis=0))

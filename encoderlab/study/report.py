@@ -15,6 +15,7 @@ import numpy as np
 
 from encoderlab.eval.common import versions
 from encoderlab.study import runs
+from encoderlab.study.blimp import CAUSAL_CONTROL
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.judge import task_signal
@@ -115,7 +116,8 @@ def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str
     fracs = sorted({f for rec in recs.values() for f in rec}, key=float)
     some = next(iter(recs.values()))[fracs[-1]]
     lines = [f"{some['label']}, zero-shot ({some['n']} pairs; an MLM's pseudo-log-likelihood, an ELECTRA's "
-             "discriminator's log P(original), its generator's PLL in brackets; a tie counts as wrong):", "",
+             "discriminator's log P(original), its generator's PLL in brackets, a causal LM's (objective clm) "
+             "log-likelihood left to right; a tie counts as wrong):", "",
              "| variant | " + " | ".join(f"@ {f}" for f in fracs) + " |", "|---|" + "---|" * len(fracs)]
     for n, rec in recs.items():
         cells = []
@@ -129,9 +131,11 @@ def _blimp_table(V: dict[str, VariantResult], controls: dict | None) -> list[str
             cells.append(f"{own:.3f}" + (f" ({gen['accuracy']:.3f})" if gen else ""))
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     for name, control in _controls(controls):
-        if ctl := control.get("blimp"):
-            lines.append(f"| random init ({name}'s architecture) | " + " | ".join(
-                f"{ctl['networks'][ctl['deployed']]['accuracy']:.3f}" if f == fracs[-1] else "" for f in fracs) + " |")
+        for key, how in (("blimp", ""), (CAUSAL_CONTROL, ", left to right")):
+            if ctl := control.get(key):
+                lines.append(f"| random init ({name}'s architecture{how}) | " + " | ".join(
+                    f"{ctl['networks'][ctl['deployed']]['accuracy']:.3f}" if f == fracs[-1] else "" for f in fracs)
+                    + " |")
     return lines + [""] + _recreated_note(V)
 
 

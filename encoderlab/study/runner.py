@@ -302,18 +302,25 @@ def random_control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: d
         return {}
     of = control_shapes(cfg, _models(cfg, recipes))
     main = next(iter(of))
-    out = {"variant": main, **_control(cfg, recipes, main, None, data, stages, progress)}
+    causal: dict[str, str] = {}  # {control: the first causal LM variant it stands for}
+    for n, c in of.items():
+        if blimp.causal(cfg.variant(n).objective.kind):
+            causal.setdefault(c, n)
+    out = {"variant": main, **_control(cfg, recipes, main, None, data, stages, progress, causal.get(main))}
     others = list(dict.fromkeys(c for c in of.values() if c != main))
     if others:
-        out["shapes"] = {n: _control(cfg, recipes, n, n, data, stages, progress) for n in others}
+        out["shapes"] = {n: _control(cfg, recipes, n, n, data, stages, progress, causal.get(n)) for n in others}
         out["of"] = {v: c for v, c in of.items() if c != main}
     return out
 
 
 def _control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], name: str, shape: str | None, data: dict,
-             stages: Stages, progress: Progress) -> dict:
+             stages: Stages, progress: Progress, causal: str | None = None) -> dict:
     """{"tasks": ..., "blimp": ...} of variant ``name``'s architecture from fresh weights (stage keys
-    under ``shape``, None for the main control)."""
+    under ``shape``, None for the main control); ``causal``: a causal LM variant it stands for, whose
+    network from fresh weights is scored on BLiMP left to right too (blimp.CAUSAL_CONTROL). That one is
+    read from the causal variant's checkpoint: the network it compares with (a GPT-BERT of the same
+    shape, whose head reads t - 1, would be another), and the weights a part recreates anyway."""
     recipe = recipes[name]
     ck = runs.checkpoints(stages, name, recipe, cfg.budget_flops, cfg.eval_fractions)
     path = ck[max(cfg.finetune_fractions)].path  # only its architecture is used
@@ -335,18 +342,26 @@ def _control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], name: str, sh
     if cfg.blimp:  # the same architecture from fresh weights, zero-shot
         import torch
 
-        def score_fresh() -> dict:
+        def score_fresh(ck: str, left_to_right: bool) -> dict:
             torch.manual_seed(0)
-            model = build_model(load_model(path).config).eval()
+            model = build_model(load_model(ck).config).eval()
             return blimp.score(model, load_tokenizer(data["tokenizer"]),
-                               blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm))
+                               blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm), causal=left_to_right)
 
-        fp = fingerprint("random", recipe.model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm)
-        label = f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}"
-        got = stages.cached(StageKey.control_blimp(shape), fp, score_fresh, progress=progress, label=label,
-                            ready=here(label))
-        if got is not None:
-            out["blimp"] = got
+        ways = [("blimp", name, False)] + ([(blimp.CAUSAL_CONTROL, causal, True)] if causal else [])
+        for key, of, left_to_right in ways:
+            ck = runs.checkpoints(stages, of, recipes[of], cfg.budget_flops, cfg.eval_fractions)
+            ck = ck[max(cfg.finetune_fractions)].path
+            fp = fingerprint("random", recipes[of].model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm,
+                             *(["causal"] if left_to_right else []))  # the PLL control's stays as it was
+            label = (f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}"
+                     + (f" left to right ({of}'s network)" if left_to_right else ""))
+            got = stages.cached(StageKey.control_blimp(shape, left_to_right), fp,
+                                lambda ck=ck, left_to_right=left_to_right: score_fresh(ck, left_to_right),
+                                progress=progress, label=label,
+                                ready=lambda ck=ck, of=of, label=label: runs.have_weights(stages, {of: ck}, label))
+            if got is not None:
+                out[key] = got
     return out
 
 
@@ -440,26 +455,29 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
     if cfg.minimal_pairs != "off":
         res.measure.zeroshot = zeroshot_curve(cfg, v, res, data, stages, fp, progress)
     if cfg.blimp:
-        res.measure.blimp = blimp_curve(cfg, v.name, res.checkpoints, data, stages, fp, progress)
+        res.measure.blimp = blimp_curve(cfg, v.name, res.checkpoints, data, stages, fp, progress,
+                                        causal=blimp.causal(v.objective.kind))
     return res
 
 
 def blimp_curve(cfg: StudyConfig, run: str, checkpoints: dict, data: dict, stages: Stages, fp: str,
-                progress: Progress) -> dict:
+                progress: Progress, *, causal: bool = False) -> dict:
     """BLiMP dev at each of a run's ``checkpoints`` (study/blimp.py; every evaluated one of seed 0's,
-    the last of a further pretraining seed's), one stage each;
+    the last of a further pretraining seed's; ``causal``: scored left to right, a clm variant's), one stage each;
     {fraction: record}, the per-pair outcomes kept at the last checkpoint only (the paired comparisons
     read those; report.json stays small)."""
     out, last = {}, max(checkpoints)
     # Weights pretrained again (recreate_weights): the record says how they compare with the recorded run.
     made = (stages.get(StageKey.pretrain(run), fp) or {}).get("recreated")
     for frac, ck in sorted(checkpoints.items()):
-        cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm)
-        label = f"{blimp.label(cfg.blimp)} zero-shot: {run} at {frac:g} of the budget"
+        cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm,
+                          *(["causal"] if causal else []))  # the other variants' stages stay valid
+        how = " left to right" if causal else ""
+        label = f"{blimp.label(cfg.blimp)} zero-shot{how}: {run} at {frac:g} of the budget"
         got = stages.cached(
             StageKey.blimp(run, frac), cfp,
             lambda ck=ck: {**blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]),
-                                         blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)),
+                                         blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm), causal=causal),
                            **({"recreated": made} if made else {})},
             progress=progress, label=label,
             ready=lambda ck=ck, label=label: runs.have_weights(stages, {run: ck.path}, label))
@@ -493,7 +511,7 @@ def replica(cfg: StudyConfig, v: VariantSpec, seed: int, recipe: PretrainConfig,
     if cfg.blimp and data is not None:  # the last checkpoint only: the paired comparisons read it
         last = max(rep.checkpoints)
         rep.measure.blimp = blimp_curve(cfg, run_name(v.name, seed), {last: rep.checkpoints[last]}, data, stages,
-                                           recipe_fingerprint(recipe), progress)
+                                        recipe_fingerprint(recipe), progress, causal=blimp.causal(v.objective.kind))
     return rep
 
 

@@ -79,9 +79,10 @@ class StageKey:
         return cls("control", shape, task=task)
 
     @classmethod
-    def control_blimp(cls, shape: str | None = None) -> StageKey:
-        """The random-init control scored on BLiMP (``shape`` as in control)."""
-        return cls("control_blimp", shape)
+    def control_blimp(cls, shape: str | None = None, causal: bool = False) -> StageKey:
+        """The random-init control scored on BLiMP (``shape`` as in control); ``causal``: scored left to
+        right, as a causal LM variant is (study/blimp.py)."""
+        return cls("control_blimp", shape, network="clm" if causal else None)
 
     @classmethod
     def learning_rate_trial(cls, family: str, task: str, learning_rate: float) -> StageKey:
@@ -116,7 +117,8 @@ class StageKey:
         if k == "bow":
             return f"{k}:{self.task}"
         if k in ("control", "control_blimp"):  # the main control's keys as they always were
-            return f"control:{self.task or 'blimp'}" + (f"@{self.run}" if self.run else "")
+            name = self.task or "blimp" + (f"+{self.network}" if self.network else "")
+            return f"control:{name}" + (f"@{self.run}" if self.run else "")
         if k == "lr":
             return f"lr:{self.run}:{self.task}:{self.learning_rate:g}"
         if k == "finetune":  # the fraction as str(float) ("1.0"), as study/plan.py has always written it
