@@ -35,23 +35,32 @@ def _mlm():
     return build_model(tiny_config("bert", "mlm")).eval()
 
 
-def test_batched_pll_equals_one_copy_at_a_time(tok):
-    model = _mlm()
-    texts = ["the cat sat on the mat .", "good", "it is a very very good film and the plot was nice"]
-    pll, n = pseudo_log_likelihoods(model, tok, texts, batch_size=7)  # batches cut across sentences
-    for text, got, count in zip(texts, pll, n):
+TEXTS = ["the cat sat on the mat .", "good", "it is a very very good film and the plot was nice"]
+
+
+def _check_one_at_a_time(tok, scores, counts, logits_at) -> None:
+    """Each text's score against the sum over its non-special tokens p of log softmax(logits_at(ids, p))
+    at ids[p], computed one token at a time with nothing else in the batch."""
+    for text, got, count in zip(TEXTS, scores, counts):
         e = tok.encode_input(text)
         ref = 0.0
         for p, special in enumerate(e.special):
-            if special:
-                continue
-            ids = torch.tensor([e.ids])
-            ids[0, p] = tok.mask_id
-            with torch.no_grad():
-                logits = model(ids).logits[0, p]  # dense head, unpadded, one copy
-            ref += F.log_softmax(logits, -1)[e.ids[p]].item()
+            if not special:
+                with torch.no_grad():
+                    ref += F.log_softmax(logits_at(list(e.ids), p), -1)[e.ids[p]].item()
         assert count == len(e.ids) - 2
         assert got == pytest.approx(ref, abs=1e-4)
+
+
+def test_batched_pll_equals_one_copy_at_a_time(tok):
+    model = _mlm()
+    pll, n = pseudo_log_likelihoods(model, tok, TEXTS, batch_size=7)  # batches cut across sentences
+
+    def masked(ids, p):  # dense head, unpadded, one copy with [MASK] at p
+        ids[p] = tok.mask_id
+        return model(torch.tensor([ids])).logits[0, p]
+
+    _check_one_at_a_time(tok, pll, n, masked)
 
 
 def test_batched_causal_log_likelihood_equals_each_prefix_run_alone(tok):
@@ -59,22 +68,14 @@ def test_batched_causal_log_likelihood_equals_each_prefix_run_alone(tok):
     future unseen. The reference runs the network on each prefix alone (no padding, no later token in
     the input at all) under the causal mask and reads its last output."""
     model = _mlm()
-    texts = ["the cat sat on the mat .", "good", "it is a very very good film and the plot was nice"]
-    ll, n = causal_log_likelihoods(model, tok, texts, batch_size=2)  # padded batches of unequal lengths
-    for text, got, count in zip(texts, ll, n):
-        e = tok.encode_input(text)
-        ref = 0.0
-        for p, special in enumerate(e.special):
-            if special:
-                continue
-            ids = torch.tensor([e.ids[:p]])  # (1, p): w_<p only
-            mask = attention_masks(torch.ones_like(ids), torch.tensor([True]))
-            with torch.no_grad():
-                logits = model(ids, mask).logits[0, p - 1]  # dense head, the prefix's last output
-            ref += F.log_softmax(logits, -1)[e.ids[p]].item()
-        assert count == len(e.ids) - 2
-        assert got == pytest.approx(ref, abs=1e-4)
-    pll, _ = pseudo_log_likelihoods(model, tok, texts)
+    ll, n = causal_log_likelihoods(model, tok, TEXTS, batch_size=2)  # padded batches of unequal lengths
+
+    def prefix(ids, p):  # (1, p): w_<p only, the dense head at the prefix's last output
+        x = torch.tensor([ids[:p]])
+        return model(x, attention_masks(torch.ones_like(x), torch.tensor([True]))).logits[0, p - 1]
+
+    _check_one_at_a_time(tok, ll, n, prefix)
+    pll, _ = pseudo_log_likelihoods(model, tok, TEXTS)
     assert not np.allclose(ll, pll)  # another quantity than the PLL
     assert minimal_pairs_accuracy(model, tok, PAIRS, method="causal")["method"] == "causal"
 
