@@ -93,3 +93,27 @@ def test_stages_on_record_are_done_from_the_start_not_priced_at_the_pretrainings
     assert p.done == 30 and p.worked == 20
     p.advance(2, key="prompt:bert:sst2:k=0")  # a stage never on record counts as before
     assert p.done == 32 and not p.recorded
+
+
+def test_a_rehearsal_pass_is_counted_once_and_leaves_the_pretrainings_rate_alone(clock):
+    """runner._needed_runs passes over the stages after pretraining before the runs it recreates: one
+    stage computed there (10 units in 30 s) is found recorded by the real pass. Its phase must not time
+    the pretrainings that follow: their ETA is read from their own shares."""
+    p = Progress(2 * PRETRAIN_UNITS + 10, lambda line: None, heartbeat_s=None)
+    p.begin_work()
+    clock[0] = 5.0
+    with p.rehearsal():
+        p.new_phase()
+        clock[0] = 30.0
+        p.advance(10, key="speed")  # computed in the rehearsal
+    assert p.done == 0 and p.worked == 10 and p.phase_worked == 0
+    share = [0.0]
+    p.partial = lambda: PRETRAIN_UNITS * share[0]
+    clock[0], share[0] = 130.0, 0.5  # half a run in 100 s: 20 s a unit
+    assert _left(p) == pytest.approx(130.0 / 15 * (30 - 5), rel=0.01)  # the work's rate, not the phase's
+    clock[0], share[0] = 230.0, 1.0  # (the rehearsal's phase, 10 units in 225 s, would say 450 s and rising)
+    assert _left(p) == pytest.approx(230.0 / 20 * 20, rel=0.01)
+    p.partial = None
+    p.advance(2 * PRETRAIN_UNITS)
+    p.advance(10, cached=True, key="speed")  # the real pass finds it recorded
+    assert p.done == pytest.approx(p.total)

@@ -116,16 +116,15 @@ def _needed_runs(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
     before, every run with its folder missing was, 6 of a part's 15 for nothing on a fresh machine).
     Found by passing over the stages after pretraining with missing weights skipped
     (runs.have_weights): what needs none of them is computed and recorded (the real pass reads it),
-    the rest names its runs. The ETA counts that pass's work once: its advances are taken back, the
-    time it worked kept."""
-    done, recorded, before = progress.done, dict(progress.recorded), len(stages.skipped)
+    the rest names its runs. The ETA counts that pass's work once (Progress.rehearsal)."""
+    before = len(stages.skipped)
     stages.skip_missing_weights = True
     try:
-        progress.stage("finding the runs whose weights the stages still to compute need")
-        _after_pretraining(cfg, recipes, data, stages, progress)
+        with progress.rehearsal():
+            progress.stage("finding the runs whose weights the stages still to compute need")
+            _after_pretraining(cfg, recipes, data, stages, progress)
     finally:
         stages.skip_missing_weights = cfg.skip_missing_weights
-        progress.done, progress.recorded = done, recorded
     left = stages.skipped[before:]
     del stages.skipped[before:]
     return runs.needed_runs(left)
