@@ -288,3 +288,25 @@ def test_a_variant_is_held_against_its_own_architectures_control():
     text = "\n".join(_task_table(v, {}, controls))
     assert "| random init (bert's architecture, no pretraining) |" in text
     assert "| random init (albert's architecture, no pretraining) | 0.2" in text
+
+
+def test_the_blimp_screen_reads_every_pretraining_run_not_only_the_first():
+    """A variant's first run at 0.60 and its other two at 0.40 sit at 0.467 on average: no signal
+    against a control at 0.50, though the first run alone would clear it (the screen read only that
+    run until 2026-12-07)."""
+    from encoderlab.study.results import Replica
+
+    label, n = "BLiMP dev (36 of 67 paradigms)", 2000
+
+    def record(k):
+        return {"1": {"label": label, "n": n, "deployed": "mlm",
+                      "networks": {"mlm": {"accuracy": k / n, "correct": "1" * k + "0" * (n - k)}}}}
+
+    rng = np.random.default_rng(0)
+    v = _variant("bert", 0.25, 0.68, rng)
+    v.measure.blimp = record(1200)
+    controls = {"tasks": {}, "blimp": record(1000)["1"]}
+    assert task_signal({"bert": v}, controls)[label][0] is True  # one run: 0.60 against 0.50
+    v.replicas = [Replica(seed=s, run_dir="", measure=Measure(blimp=record(800))) for s in (1, 2)]
+    ok, e = task_signal({"bert": v}, controls)[label]
+    assert not ok and e.diff == pytest.approx(1200 / 2000 / 3 + 2 * 800 / 2000 / 3 - 0.5)

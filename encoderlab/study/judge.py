@@ -135,7 +135,8 @@ def task_signal(v: V, controls: dict, names: tuple[str, ...] | None = None
     the runs' spread would share the comparisons' variance estimate, and choose the studies whose runs
     happen to agree. By simulation (docs/studies.md, no true difference, 3 runs x 3 seeds) the verdicts
     of studies this screen lets a task into are false as often as the others' (2.2% and 2.1%).
-    BLiMP dev (zero-shot, two choices per pair) must also clear chance beyond its interval: a fresh
+    BLiMP dev (zero-shot, two choices per pair; each variant's outcome per pair averaged over its runs,
+    as a task's score is) must also clear chance beyond its interval: a fresh
     encoder's preferences can sit far from chance (a 4 x 128 ALBERT's scored 0.434), so beating the
     control alone can mean no more than reaching chance, which is learning nothing of the task."""
     out = {}
@@ -153,14 +154,24 @@ def task_signal(v: V, controls: dict, names: tuple[str, ...] | None = None
         out[task] = (stats.verdict(e) == "holds", e)
     if controls:  # each variant beside its own architecture's control (the main one may have none)
         finals = {n: r.measure.blimp[max(r.measure.blimp, key=float)] for n, r in v.items() if r.measure.blimp}
-        rows = [(b, bc) for n, f in finals.items() if (b := correct_of(f)) is not None
-                and (bc := correct_of(control_for(control_of(controls, n), f))) is not None and len(b) == len(bc)]
+        rows = [(b, bc) for n, f in finals.items()
+                if (bc := correct_of(control_for(control_of(controls, n), f))) is not None
+                and (b := _runs_mean(v[n], len(bc))) is not None]
         if rows:  # a zero-shot two-choice score: beyond the control and beyond chance
             pooled = np.mean([b for b, _ in rows], axis=0)  # (N,) each pair's outcome, the variants' mean
             e = paired_diff(pooled, np.mean([c for _, c in rows], axis=0))
             above = paired_diff(pooled, CHANCE)
             out[next(iter(finals.values()))["label"]] = (stats.verdict(e) == "holds" and above.lo > 0, e)
     return out
+
+
+def _runs_mean(r, n: int) -> np.ndarray | None:
+    """(N,) each pair's outcome averaged over the variant's pretraining runs (their last checkpoints'
+    BLiMP records with ``n`` pairs, the control's), as a task's score is its mean over the runs; None
+    without any."""
+    recs = [rec[max(rec, key=float)] for rec in [r.measure.blimp] + [x.measure.blimp for x in r.replicas] if rec]
+    bits = [b for f in recs if (b := correct_of(f)) is not None and len(b) == n]
+    return np.mean(bits, axis=0) if bits else None
 
 
 def control_of(controls: dict, name: str) -> dict:
