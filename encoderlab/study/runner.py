@@ -321,8 +321,12 @@ def _control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], name: str, sh
     read from the causal variant's checkpoint: the network it compares with (a GPT-BERT of the same
     shape, whose head reads t - 1, would be another), and the weights a part recreates anyway."""
     recipe = recipes[name]
-    ck = runs.checkpoints(stages, name, recipe, cfg.budget_flops, cfg.eval_fractions)
-    path = ck[max(cfg.finetune_fractions)].path  # only its architecture is used
+
+    def architecture(run: str) -> str:  # the checkpoint a control reads its architecture from
+        return runs.checkpoints(stages, run, recipes[run], cfg.budget_flops, cfg.eval_fractions)[
+            max(cfg.finetune_fractions)].path
+
+    path = architecture(name)  # only its architecture is used
 
     def here(what: str):  # the architecture is read from the checkpoint: its weights must be here
         return lambda: runs.have_weights(stages, {name: path}, what)
@@ -347,10 +351,10 @@ def _control(cfg: StudyConfig, recipes: dict[str, PretrainConfig], name: str, sh
             return blimp.score(model, load_tokenizer(data["tokenizer"]),
                                blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm), causal=left_to_right)
 
-        ways = [("blimp", name, False)] + ([(blimp.CAUSAL_CONTROL, causal, True)] if causal else [])
-        for key, of, left_to_right in ways:
-            ck = runs.checkpoints(stages, of, recipes[of], cfg.budget_flops, cfg.eval_fractions)
-            ck = ck[max(cfg.finetune_fractions)].path
+        ways = [("blimp", name, path, False)]
+        if causal:
+            ways.append((blimp.CAUSAL_CONTROL, causal, architecture(causal), True))
+        for key, of, ck, left_to_right in ways:
             fp = fingerprint("random", recipes[of].model.to_dict(), cfg.blimp, cfg.blimp_pairs_per_paradigm,
                              *(["causal"] if left_to_right else []))  # the PLL control's stays as it was
             label = (f"random-init control ({name}'s architecture) on {blimp.label(cfg.blimp)}"
