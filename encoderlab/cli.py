@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "encoderlab.eval.cli",
     "encoderlab.generate.cli",
     "encoderlab.study.cli",
+    "encoderlab.transfer.cli",
 ]
 
 

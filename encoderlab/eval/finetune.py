@@ -182,11 +182,13 @@ def holdout_split(train: list[Example], share: float, seed: int = 0) -> tuple[li
 
 def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: FinetuneConfig, seed: int,
                log=print, *, init: Init = "pretrained", status: Callable[[str], None] | None = None,
-               prepared: PreparedTask | None = None) -> dict:
+               prepared: PreparedTask | None = None, every_epoch: bool = False) -> dict:
     """Fine-tune one copy of the pretrained encoder with one seed and score every eval split;
     ``init="random"``: the same architecture from fresh weights. ``status`` gets a line at every
     tenth of the steps (step, share, examples/s, loss, ETA). ``prepared``: the task already
-    tokenized by :func:`prepare_task` (a caller running several seeds tokenizes once)."""
+    tokenized by :func:`prepare_task` (a caller running several seeds tokenizes once). ``every_epoch``
+    (without early stopping): every eval split scored at the end of each epoch too, in the result's
+    ``curve`` with the number of classes predicted (1: the fine-tuning collapsed to one class)."""
     spec = data.spec
     torch.manual_seed(seed)
     device = resolve_device(cfg.device)
@@ -227,8 +229,11 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
 
     stopping = (_EarlyStopping(model, spec, p, cfg, total, tok.pad_id, precision.precision)
                 if cfg.early_stopping else None)
+    per_epoch = math.ceil(len(train) / cfg.batch_size)
+    curve = (_Curve(model, data, p, cfg, per_epoch, total, tok.pad_id, precision.precision)
+             if every_epoch and stopping is None else None)
     t0 = time.perf_counter()
-    losses = fit(model, epochs(one_epoch), loss_fn, tune, on_step=on_step, stop=stopping)
+    losses = fit(model, epochs(one_epoch), loss_fn, tune, on_step=on_step, stop=stopping or curve)
     if stopping is not None:
         stopping.restore_best()
     train_time = time.perf_counter() - t0
@@ -246,6 +251,7 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
         "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.attention,
         **({"init": init} if init != "pretrained" else {}),
         **(stopping.record(len(losses)) if stopping is not None else {}),
+        **({"curve": curve.points} if curve is not None else {}),
     }
     log(f"  {'random init, ' if init == 'random' else ''}seed {seed}: "
         + ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
@@ -287,6 +293,31 @@ class _EarlyStopping:
     def record(self, steps_run: int) -> dict:
         return {"early_stopping": {"steps_run": steps_run, "best_step": self.best_step, "heldout_score": self.best,
                                    "heldout": len(self.p.heldout), "history": self.history}}
+
+
+class _Curve:
+    """``fit``'s stop that never stops: every eval split scored at each epoch's end (and the last
+    step), with how many classes the predictions use."""
+
+    def __init__(self, model: nn.Module, data: TaskData, p: PreparedTask, cfg: FinetuneConfig, steps_per_epoch: int,
+                 total: int, pad_id: int, precision: str):
+        self.model, self.data, self.p, self.cfg, self.pad_id, self.precision = model, data, p, cfg, pad_id, precision
+        self.every, self.total = max(1, steps_per_epoch), total
+        self.points: list[dict] = []
+
+    def __call__(self, step: int) -> bool:
+        if step % self.every and step != self.total:
+            return False
+        scores, classes = {}, {}
+        for split, enc in self.p.evals.items():
+            exs = subset(self.data.evals[split], self.cfg.max_eval_examples)
+            logits = predict(self.model, enc, self.pad_id, self.cfg.eval_batch_size, self.precision, self.cfg.bucket)
+            scores[split] = M.task_score(scores_of(self.data.spec, logits, exs))
+            if self.data.spec.kind != "regression":
+                classes[split] = int(len(np.unique(logits.argmax(-1))))
+        self.model.train()  # predict left it in eval mode
+        self.points.append({"step": step, "epoch": step / self.every, "score": scores, "classes": classes})
+        return False
 
 
 def _status_line(init: str, seed: int, step: int, total: int, seen: int, elapsed: float, losses: list) -> str:

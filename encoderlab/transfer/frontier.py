@@ -1,0 +1,190 @@
+"""The transfer frontier from `transfer run` records: did pretraining help, per task and budget?
+
+A point is a family at a pretraining budget (and a fine-tuning set size): its pretraining runs, each
+fine-tuned with several seeds under the fair protocol, against the architecture's random-init twin
+under the same protocol. Per task:
+
+- **pretrained - random**, the difference of means, with a 95% Welch t interval. With two or more
+  pretraining runs its variance is the run means' (the unit of replication, which carries the
+  fine-tuning noise within it) over the runs, plus the twin's; with one run only the fine-tuning
+  seeds' variance is known, and the row says so: such an interval is too narrow for a claim about
+  the recipe, and right for "did this checkpoint transfer".
+- the linear probe of the checkpoint and of the fresh network (seed-free; a mean over runs);
+- the n-gram baseline and the majority class, on the same dev split.
+
+A task **transfers** at a point when the interval's lower end is above zero; the point **beats the
+n-gram baseline** on a task when the pretrained mean is above it. The frontier's sentence names the
+smallest budget at which BERT transfers on at least 3 of the 5 GLUE tasks and beats the n-gram
+baseline on STS-B, in core-hours of the CPU kind its runs met.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from encoderlab.study.stats import t_quantile
+
+MIN_TASKS = 3
+
+
+def load(folders: list[Path]) -> tuple[dict, dict, dict]:
+    """(points, controls, baselines): points[(family, flops, train size)][task] = [run records],
+    controls[(arch, train size, task)] and baselines[(train size, task)] = a record."""
+    points: dict = defaultdict(lambda: defaultdict(list))
+    controls, baselines = {}, {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such records folder (written by `encoderlab transfer run`)")
+        for path in sorted(folder.glob("*.json")):
+            rec = json.loads(path.read_text())
+            size = rec["protocol"]["max_train_examples"]
+            if path.name.startswith("baselines__"):
+                baselines[(size, rec["task"])] = rec
+            elif rec.get("init") == "random":
+                controls[(rec["arch"], size, rec["task"])] = rec
+            elif rec.get("init") == "pretrained":
+                points[(rec["family"], _budget(rec["flops"]), size)][rec["task"]].append(rec)
+    return points, controls, baselines
+
+
+def _budget(flops: float | None) -> float:
+    """A run's budget to 2 significant figures (a run stops within a step of it)."""
+    return float(f"{flops:.2g}") if flops else float("nan")
+
+
+def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high): a 95% Welch t interval."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    diff = float(a.mean() - b.mean())
+    va = a.var(ddof=1) / len(a) if len(a) > 1 else float("nan")
+    vb = b.var(ddof=1) / len(b) if len(b) > 1 else float("nan")
+    se2 = va + vb
+    if not math.isfinite(se2) or se2 <= 0:
+        return diff, float("nan"), float("nan")
+    df = se2 ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0) or 1e-300)
+    half = t_quantile(0.975, max(df, 1.0)) * math.sqrt(se2)
+    return diff, diff - half, diff + half
+
+
+def task_row(runs: list[dict], control: dict | None, base: dict | None) -> dict:
+    """One task at one point: the means, the difference and its interval, the probes, the baselines,
+    the collapses."""
+    by_run = [r["fair"]["dev"] for r in runs]
+    pooled = [x for xs in by_run for x in xs]
+    sample = [float(np.mean(xs)) for xs in by_run] if len(by_run) > 1 else pooled
+    row = {"runs": len(runs), "seeds": len(by_run[0]), "pretrained": float(np.mean(pooled)),
+           "collapses": sum(sum(r["fair"]["collapsed"]) for r in runs), "fine_tunings": len(pooled),
+           "probe": float(np.mean([r["probe"] for r in runs])),
+           "interval_over": "pretraining runs" if len(by_run) > 1 else "fine-tuning seeds only (one pretraining run)",
+           "chosen": [r["fair"]["chosen"] for r in runs],
+           "pretraining_core_hours": float(np.mean([_core_hours(r) for r in runs]))}
+    if control is not None:
+        diff, lo, hi = welch(sample, control["fair"]["dev"])
+        row.update(random=float(np.mean(control["fair"]["dev"])), diff=diff, low=lo, high=hi,
+                   random_collapses=sum(control["fair"]["collapsed"]), probe_random=control["probe"],
+                   random_chosen=control["fair"]["chosen"], transfers=bool(lo > 0))
+    if base is not None:
+        row.update(ngram=base["ngram"], majority=base["majority"], beats_ngram=bool(row["pretrained"] > base["ngram"]))
+    return row
+
+
+def _core_hours(rec: dict) -> float:
+    p = rec.get("pretraining") or {}
+    if not p.get("elapsed_s"):
+        return float("nan")
+    return p["elapsed_s"] * (p.get("threads") or 1) / 3600
+
+
+def frontier(folders: list[Path]) -> dict:
+    """{"points": [...], "sentence": ...}: every point's task rows, sorted by family, size, budget."""
+    points, controls, baselines = load(folders)
+    out = []
+    for (family, flops, size), tasks in sorted(points.items(), key=lambda kv: (kv[0][0], str(kv[0][2]), kv[0][1])):
+        rows = {}
+        for task, runs in sorted(tasks.items()):
+            rows[task] = task_row(runs, controls.get((runs[0]["arch"], size, task)), baselines.get((size, task)))
+        machines = sorted({(r.get("pretraining") or {}).get("machine") or r["machine"] for rs in tasks.values()
+                           for r in rs})
+        out.append({"family": family, "flops": flops, "train_examples": size, "tasks": rows, "machines": machines,
+                    "transfers_on": sorted(t for t, r in rows.items() if r.get("transfers")),
+                    "core_hours": float(np.nanmean([r["pretraining_core_hours"] for r in rows.values()]))})
+    return {"points": out, "sentence": sentence(out)}
+
+
+def sentence(points: list[dict], family: str = "bert") -> str:
+    """The frontier's one sentence for ``family`` at the protocol's default training-set size."""
+    mine = [p for p in points if p["family"] == family and p["train_examples"] == 4000]
+    if not mine:
+        return f"No {family} point at 4,000 training examples is recorded yet."
+    for p in sorted(mine, key=lambda p: p["flops"]):
+        stsb = p["tasks"].get("stsb", {})
+        if len(p["transfers_on"]) >= MIN_TASKS and stsb.get("beats_ngram"):
+            return (f"{family} first beats its random-init twin beyond the 95% interval on {len(p['transfers_on'])} "
+                    f"of {len(p['tasks'])} tasks ({', '.join(p['transfers_on'])}) and the n-gram baseline on STS-B "
+                    f"at {p['flops']:.2g} FLOPs: {p['core_hours']:.2f} core-hours of pretraining on "
+                    f"{', '.join(p['machines'])}.")
+    top = max(mine, key=lambda p: p["flops"])
+    stsb = top["tasks"].get("stsb", {})
+    return (f"At no measured budget up to {top['flops']:.2g} FLOPs ({top['core_hours']:.2f} core-hours on "
+            f"{', '.join(top['machines'])}) does {family} beat its random-init twin beyond the 95% interval on "
+            f"{MIN_TASKS} of the tasks together with the n-gram baseline on STS-B: at {top['flops']:.2g} it transfers "
+            f"on {len(top['transfers_on'])} ({', '.join(top['transfers_on']) or 'none'}), and on STS-B it scores "
+            f"{_fmt(stsb.get('pretrained'))} against the n-gram baseline's {_fmt(stsb.get('ngram'))}.")
+
+
+def _fmt(x: float | None, nd: int = 3) -> str:
+    return "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
+
+
+def table(point: dict) -> str:
+    """"Did pretraining help?" for one point: per task, pretrained vs random-init vs n-gram vs majority."""
+    head = ("| task | pretrained | random init | pretrained - random [95%] | transfers | probe: pretrained / random "
+            "| n-gram | majority | collapses (pt / random) | rate, epoch chosen (pt; random) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
+    lines = []
+    for task, r in point["tasks"].items():
+        chosen = "; ".join(f"{c['learning_rate']:g}, {c['epoch']:g}" for c in r["chosen"])
+        rc = r.get("random_chosen")
+        rc = f"{rc['learning_rate']:g}, {rc['epoch']:g}" if rc else "–"
+        lines.append(
+            f"| {task} | {_fmt(r['pretrained'])} | {_fmt(r.get('random'))} | {_fmt(r.get('diff'), 3)} "
+            f"[{_fmt(r.get('low'))}, {_fmt(r.get('high'))}] | {'yes' if r.get('transfers') else 'no'} "
+            f"| {_fmt(r['probe'])} / {_fmt(r.get('probe_random'))} | {_fmt(r.get('ngram'))} "
+            f"| {_fmt(r.get('majority'))} | {r['collapses']}/{r['fine_tunings']} / {r.get('random_collapses', '–')}"
+            f"/{r['seeds']} | {chosen}; {rc} |")
+    return head + "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    parts = []
+    for p in result["points"]:
+        r0 = next(iter(p["tasks"].values()))
+        parts.append(f"**{p['family']} at {p['flops']:.2g} FLOPs**, fine-tuned on {p['train_examples'] or 'all'} "
+                     f"training examples (less the held-out fifth); {r0['runs']} pretraining run(s) x {r0['seeds']} "
+                     f"seeds, interval over {r0['interval_over']}; pretraining {p['core_hours']:.2f} core-hours on "
+                     f"{', '.join(p['machines'])}.\n\n{table(p)}\n")
+    return "\n".join(parts) + f"\n{result['sentence']}\n"
+
+
+def write_report(folders: list[Path], out: Path, md: Path | None = None) -> str:
+    """transfer.json and the plots in ``out``; with ``md``, its <!-- transfer --> block rewritten."""
+    result = frontier(folders)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "transfer.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
+    from encoderlab.transfer.plots import plot_frontier, plot_sizes
+
+    plot_frontier(result, out / "frontier_flops.png")
+    plot_sizes(result, out / "frontier_sizes.png")
+    text = markdown(result)
+    if md is not None:
+        body = md.read_text()
+        start, end = "<!-- transfer -->", "<!-- /transfer -->"
+        if start not in body or end not in body:
+            raise ValueError(f"{md}: no {start} ... {end} block to write the tables into")
+        md.write_text(body[: body.index(start) + len(start)] + "\n" + text + body[body.index(end):])
+    return text

@@ -1,0 +1,108 @@
+"""The frontier's pictures, in each task's own units: one panel per task, the pretrained network's
+mean dev score against pretraining FLOPs (error bars: the interval of pretrained - random, placed on
+the random-init mean, so a bar clear of the random-init line is a task that transfers), the
+random-init twin, the linear probes, the n-gram baseline and the majority class as lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from encoderlab.study.plots import _pyplot, flops_axis
+
+DEFAULT_SIZE = 4000
+FAMILY_COLOURS = {"bert": "tab:blue", "electra": "tab:orange", "albert": "tab:green"}
+METRIC = {"cola": "MCC", "sst2": "accuracy", "mrpc": "mean of accuracy and F1", "stsb": "mean of Pearson and Spearman",
+          "rte": "accuracy"}
+
+
+def _task_panels(plt, tasks: list[str]):
+    cols = min(3, len(tasks))
+    rows = -(-len(tasks) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for a in axes.flat[len(tasks):]:
+        a.set_visible(False)
+    return fig, dict(zip(tasks, axes.flat))
+
+
+def _lines(a, row: dict, family: str) -> None:
+    """The horizontal reference lines of one task (a point's row supplies them)."""
+    colour = FAMILY_COLOURS.get(family, "tab:purple")
+    if "random" in row:
+        a.axhline(row["random"], color=colour, ls="--", lw=1, label=f"{family} random init (fine-tuned)")
+        a.axhline(row["probe_random"], color=colour, ls=":", lw=1, label=f"{family} random init (linear probe)")
+    if "ngram" in row:
+        a.axhline(row["ngram"], color="black", ls="-.", lw=1, label="n-gram baseline")
+        a.axhline(row["majority"], color="grey", ls="-", lw=0.8, label="majority class")
+
+
+def plot_frontier(result: dict, out: Path) -> Path | None:
+    """Scores against pretraining FLOPs at the default training-set size; None when nothing to draw."""
+    points = [p for p in result["points"] if p["train_examples"] == DEFAULT_SIZE]
+    if not points:
+        return None
+    plt = _pyplot()
+    tasks = sorted({t for p in points for t in p["tasks"]})
+    fig, axes = _task_panels(plt, tasks)
+    for family in sorted({p["family"] for p in points}):
+        mine = sorted((p for p in points if p["family"] == family), key=lambda p: p["flops"])
+        colour = FAMILY_COLOURS.get(family, "tab:purple")
+        for task, a in axes.items():
+            have = [p for p in mine if task in p["tasks"]]
+            if not have:
+                continue
+            xs = [p["flops"] for p in have]
+            rows = [p["tasks"][task] for p in have]
+            ys = [r["pretrained"] for r in rows]
+            lo = [r["pretrained"] - (r["random"] + r["low"]) if "low" in r else 0 for r in rows]
+            hi = [(r["random"] + r["high"]) - r["pretrained"] if "high" in r else 0 for r in rows]
+            a.errorbar(xs, ys, yerr=[lo, hi], color=colour, marker="o", capsize=3,
+                       label=f"{family} pretrained (fine-tuned; bar: 95% interval vs random)")
+            a.plot(xs, [r["probe"] for r in rows], color=colour, marker="s", ls=":", label=f"{family} linear probe")
+            _lines(a, rows[-1], family)
+    for task, a in axes.items():
+        flops_axis(a)
+        a.set(title=task, ylabel=METRIC.get(task, "score"))
+        a.grid(alpha=0.3)
+    handles, labels = next(iter(axes.values())).get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(f"Did pretraining help? Dev scores against pretraining FLOPs ({DEFAULT_SIZE} training examples)")
+    fig.tight_layout(rect=(0, 0.1, 1, 0.96))
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+def plot_sizes(result: dict, out: Path) -> Path | None:
+    """Scores against the number of fine-tuning examples, one panel per task with two sizes or more,
+    one line per family and budget; None when no task has two sizes."""
+    by_task: dict[str, list[tuple[dict, dict]]] = {}
+    for p in result["points"]:
+        for task, row in p["tasks"].items():
+            by_task.setdefault(task, []).append((p, row))
+    by_task = {t: v for t, v in by_task.items() if len({p["train_examples"] for p, _ in v}) > 1}
+    if not by_task:
+        return None
+    plt = _pyplot()
+    fig, axes = _task_panels(plt, sorted(by_task))
+    for task, a in axes.items():
+        groups: dict[tuple[str, float], list[tuple[dict, dict]]] = {}
+        for p, row in by_task[task]:
+            groups.setdefault((p["family"], p["flops"]), []).append((p, row))
+        for (family, flops), items in sorted(groups.items()):
+            items.sort(key=lambda pr: pr[0]["train_examples"] or 10**9)
+            xs = [(p["train_examples"] or 0) * 0.8 for p, _ in items]  # trained on: less the held-out fifth
+            colour = FAMILY_COLOURS.get(family, "tab:purple")
+            a.plot(xs, [r["pretrained"] for _, r in items], color=colour, marker="o",
+                   label=f"{family} {flops:.2g} pretrained")
+            a.plot(xs, [r.get("random", float("nan")) for _, r in items], color=colour, marker="x", ls="--",
+                   label=f"{family} random init")
+            a.plot(xs, [r.get("ngram", float("nan")) for _, r in items], color="black", ls="-.",
+                   label="n-gram baseline")
+            a.plot(xs, [r.get("majority", float("nan")) for _, r in items], color="grey", label="majority class")
+        a.set(xscale="log", xlabel="fine-tuning examples", ylabel=METRIC.get(task, "score"), title=task)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out
