@@ -36,8 +36,10 @@ from encoderlab.study.results import VariantResult
 
 NOISE_FLOOR = 0.005
 RULE = stats.RULE + (" Held-out MLM accuracies (claim 8) have one evaluation set and no seeds: they differ beyond "
-                     "0.5 points. Probe scores (claims 12, 13) are stored as summaries over fine-tuning seeds: their "
-                     "interval is the normal one, difference ± 1.96 x sqrt(std_a^2/n + std_b^2/n), unpaired.")
+                     "0.5 points. Probe scores (claims 12, 13) are stored as summaries over fine-tuning seeds (median, "
+                     "std and n of one pretraining run a side): their interval is Welch's t interval, unpaired, the "
+                     "difference of the medians ± t_0.975 x sqrt(std_a^2/n_a + std_b^2/n_b) at Satterthwaite's "
+                     "degrees of freedom; it covers fine-tuning noise only (judge.summary_compare).")
 SANITY = "by construction / sanity check"
 V = dict[str, VariantResult]
 

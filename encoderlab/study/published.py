@@ -22,8 +22,8 @@ PUBLISHED: dict[int | str, str] = {
     2: "ALBERT Table 2 (speedup column; sharing saves parameters, not computation: ALBERT-xxlarge trains "
        "slower than BERT-large)",
     3: "ALBERT Table 2 (training speedup against BERT-large, by size)",
-    4: "ALBERT Table 2: BERT-base's GLUE-style average above ALBERT-base's at equal width and depth; Table 4 "
-       "(cross-layer sharing costs accuracy)",
+    4: "ALBERT Table 2: BERT-base's average over SQuAD1.1, SQuAD2.0, MNLI, SST-2 and RACE (not a GLUE average) "
+       "above ALBERT-base's at equal width and depth; Table 4 (cross-layer sharing costs accuracy)",
     "5a": "ELECTRA Table 1: ELECTRA-Small 79.9 against BERT-Small 75.1 GLUE dev at equal train FLOPs (1.4e18)",
     "5b": "ELECTRA abstract and Table 2 (ELECTRA matches RoBERTa and XLNet with less than 1/4 of their compute); "
           "Figure 1 (GLUE against pretraining FLOPs)",

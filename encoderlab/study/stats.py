@@ -9,10 +9,15 @@ the same shape (eval/finetune.py seeds both from s alone), so the fine-tuning se
 runs and a seed's effect common to two variants cancels in their difference. Where two variants'
 classifiers differ in shape (BERT's pooler and ELECTRA's none), the seed's head initialisation differs
 too and its effect is not common: it shows as the seed x variant interaction, which the estimate reads.
-Pretraining runs of two variants share nothing beyond the seed number. Tasks and their dev sets are
-fixed (the claim is about these tasks: CoLA's 1,043 dev sentences would add about 0.03 of sampling error
-to an MCC near 0, which the intervals leave out): the aggregate is the mean over tasks of each task's
-mean over runs and seeds, and each side's (P, S) table of task means is what the variance is read from.
+Pretraining run seed r is seed r of every variant (study/plan.py), and it fixes the run's data order,
+its masking draws and its initialisation (train/trainer.py): runs of two variants with the same seed
+number see the same batches, the same masks where their masking is configured alike and the same
+initial weights where their networks have the same shapes. The run terms (components()) nonetheless
+treat two variants' runs as independent, paired only where both sides are the same checkpoints. Tasks
+and their dev sets are fixed (the claim is about these tasks: CoLA's 1,043 dev sentences would add
+about 0.03 of sampling error to an MCC near 0, which the intervals leave out): the aggregate is the
+mean over tasks of each task's mean over runs and seeds, and each side's (P, S) table of task means is
+what the variance is read from.
 
 The variance of a difference has two estimated parts (components()): how the pretraining runs differ,
 from each side's run means (P - 1 degrees of freedom a side), and how the shared seeds act on the two
