@@ -132,8 +132,8 @@ def test_claim_17_leaves_out_tasks_where_no_prompted_variant_beats_the_majority_
     steady = dict(majority=0.509, n=872)
     at_majority = _judge(bert=_variant("bert", 0.7, prompt=_prompt("mlm", [0.520, 0.521, 0.519], **steady)),
                          electra=_variant("electra", 0.7, prompt=_prompt("discriminator", [0.491] * 3, **steady)))
-    c = discriminator_prompting(at_majority, ROLES)
-    assert c.verdict == "inconclusive" and c.comparisons[0].estimate is None
+    c = discriminator_prompting(at_majority, ROLES)  # no task at any shot count: not testable, not undecided
+    assert c.verdict == "not testable at this budget" and c.comparisons[0].estimate is None
     assert "zero-shot, no signal" in c.note and all(t in c.note for t in TASKS)
     assert c.numbers[f"{TASKS[0]} zero-shot: electra / bert / majority class"] == "0.491 / 0.520 / 0.509"
     above = _judge(bert=_variant("bert", 0.7, prompt=_prompt("mlm", [0.62, 0.61, 0.63], **steady)),

@@ -200,11 +200,12 @@ def test_a_claims_tasks_are_those_its_own_variants_learn_whatever_else_the_study
     assert five.numbers["electra - bert"] == pytest.approx(alone["5a"].numbers["electra - bert"]) == pytest.approx(
         -0.02, abs=0.005)
     six = claims["6"]
-    assert not any(ok for ok, _ in six.signal.values()) and six.verdict == "inconclusive"
+    # its tasks carry no transfer: not testable (kept apart from a testable claim left undecided)
+    assert not any(ok for ok, _ in six.signal.values()) and six.verdict == "not testable at this budget"
     assert all(x.estimate is None for x in six.comparisons) and six.numbers["generator 1/4"] is None
     assert six.to_json()["signal"]["cola"]["signal"] is False
     four = claims["4"]  # bert (0.10) and albert (-0.10) pooled: no task either
-    assert four.verdict == "inconclusive" and four.numbers["albert - bert"] is None
+    assert four.verdict == "not testable at this budget" and four.numbers["albert - bert"] is None
     from encoderlab.study.report import _against_control, _claims_section
 
     text = "\n".join(_claims_section(list(claims.values()), _against_control(v | widths, controls)))

@@ -41,6 +41,10 @@ RULE = stats.RULE + (" Held-out MLM accuracies (claim 8) have one evaluation set
                      "difference of the medians ± t_0.975 x sqrt(std_a^2/n_a + std_b^2/n_b) at Satterthwaite's "
                      "degrees of freedom; it covers fine-tuning noise only (judge.summary_compare).")
 SANITY = "by construction / sanity check"
+# A downstream-quality claim none of whose tasks its variants learn beyond the random-init control (or,
+# for the prompting claim, beyond the majority class) compares encoders that pretraining did not change
+# for those tasks: no number of seeds decides it. "inconclusive" is kept for claims that were testable.
+NOT_TESTABLE = "not testable at this budget"
 V = dict[str, VariantResult]
 
 
@@ -48,7 +52,7 @@ V = dict[str, VariantResult]
 class Claim:
     claim: int | str
     title: str
-    verdict: str  # holds | does not hold | equivalent within ±m | inconclusive | not run
+    verdict: str  # holds | does not hold | equivalent within ±m | inconclusive | not testable at this budget | not run
     numbers: dict = field(default_factory=dict)
     note: str = ""
     compared: list[str] = field(default_factory=list)  # the variants whose learning the verdict rests on
@@ -519,6 +523,11 @@ def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | Non
         if c.verdict != "not run":
             c.plateau = [n for n in c.compared if n in v and left_plateau(v[n], baselines) is False]
         c.published, c.compute = c.published or published(c.claim), compute_ratio(c.claim, budget_flops)
+        if c.kind != SANITY and c.verdict != "not run" and c.signal and not any(ok for ok, _ in c.signal.values()):
+            c.verdict = NOT_TESTABLE  # its comparisons' verdicts stay in the table, read over no task
+            c.note = ("no task carries transfer for its variants (pooled against random init, below), so the "
+                      "encoders compared are, for these tasks, no better than untrained ones; docs/transfer.md gives "
+                      "the pretraining budget at which BERT's does" + (f". {c.note}" if c.note else ""))
         out.append(c)
     # Holm's family: the directional comparisons (a claim of matching reads its margin, not a p against zero)
     every = [x for c in out for x in c.comparisons if x.estimate is not None and x.kind == "greater"]

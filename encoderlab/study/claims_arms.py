@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from encoderlab.study import stats
-from encoderlab.study.claims import Claim, _diff, _ran, _scope
+from encoderlab.study.claims import NOT_TESTABLE, Claim, _diff, _ran, _scope
 from encoderlab.study.config import ClaimRoles
 from encoderlab.study.judge import Comparison, Judge, combined
 from encoderlab.study.metrics import EVAL_CLM_ACCURACY, EVAL_MLM_ACCURACY
@@ -144,6 +144,8 @@ def discriminator_prompting(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> C
             if scores:
                 c.numbers[f"{name}, k={k}"] = float(np.mean([x.mean() for x in scores.values()]))
     c.verdict = c.comparisons[0].verdict
+    if c.comparisons[0].estimate is None and not any(x.estimate for x in c.comparisons):  # no task at any k
+        c.verdict = NOT_TESTABLE
     few = [x.verdict for x in c.comparisons[1:]]
     c.note = "; ".join(notes + ([f"few-shot together: {combined(few)}"] if few else []))
     return c

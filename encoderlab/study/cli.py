@@ -26,6 +26,14 @@ def register(sub) -> None:
                    "a check that the pipeline runs on this machine (CI runs it on an empty cache)")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("study-plan", help="size a study before compute: variance pooled from a committed report, "
+                       "the difference a design detects, the runs and seeds a claim's published effect needs")
+    p.add_argument("report", help="a study's report.json (the pilot whose variance is read)")
+    p.add_argument("--runs", type=int, default=3, help="pretraining runs a variant (default 3)")
+    p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds a run (default 3)")
+    p.add_argument("--budget-flops", type=float, help="the planned budget a run (default: the pilot's); "
+                   "pretraining cost scales with it from the pilot's measured wall-clock")
+    p.set_defaults(func=cmd_study_plan)
     p = sub.add_parser("study-claims", help="re-derive the claims of a written study report (report.json and "
                        "report.md's Claims section) from its stored results, keeping the rest")
     p.add_argument("folder", help="a folder with report.json and report.md")
@@ -59,6 +67,22 @@ SMOKE = ("budget_flops=5e10", "seeds=1", "eval_fractions=[1.0]", "finetune_fract
 
 def cmd_demo(args) -> int:
     return run("demo", [*SMOKE, *args.overrides] if args.smoke else args.overrides)
+
+
+def cmd_study_plan(args) -> int:
+    from encoderlab.study.power import markdown, measured_costs, plan
+
+    if not Path(args.report).is_file():
+        raise FileNotFoundError(f"{args.report}: no such report.json")
+    budget, pretrain_h, finetune_h = measured_costs(Path(args.report))
+    scale = (args.budget_flops / budget) if args.budget_flops else 1.0
+    p = plan(Path(args.report), runs=args.runs, seeds=args.seeds, pretrain_core_h=pretrain_h * scale,
+             finetune_core_h=finetune_h)
+    print(markdown(p))
+    print(f"Costs: a pretraining run {pretrain_h * scale:.2f} core-hours at {budget * scale:.2g} FLOPs (the pilot's "
+          f"{pretrain_h:.2f} at {budget:.2g}, scaled by FLOPs), a fine-tuning {finetune_h * 3600:.0f} core-seconds "
+          "a task and seed; a design's core-hours are for two variants, every task of the row.")
+    return 0
 
 
 def cmd_study_claims(args) -> int:

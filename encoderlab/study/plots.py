@@ -1,8 +1,11 @@
 """The study's pictures. Per claim: a forest plot (every comparison's difference with its 95%
-interval, the zero line and, for claims of matching, the equivalence margin) and small multiples of
-the learning curves (one panel per claim, only the variants it compares, shared axes). For the
-study: held-out loss, zero-shot and downstream scores against FLOPs, speed and memory bars. Legends
-sit outside the data."""
+interval, the aggregate and each task in its own metric, every axis naming its unit, one x scale per
+metric; the zero line and, for claims of matching, the equivalence margin) and small multiples of the
+learning curves (one panel per claim, only the variants it compares, shared axes). For the study:
+held-out loss and zero-shot accuracy against FLOPs (the count models' and chance's levels named under
+their panel), downstream scores with a panel per task in its metric and the task's references drawn
+across (random-init controls, bag-of-words, majority class), speed and memory bars. Legends sit
+outside the data."""
 
 from __future__ import annotations
 
@@ -32,41 +35,134 @@ def flops_axis(a) -> None:
     a.xaxis.set_minor_formatter(NullFormatter())
 
 
+# The metrics a fine-tuning's summary holds (eval/metrics.METRICS), as an axis names them.
+METRIC_NAMES = {"acc": "accuracy", "mcc": "MCC", "f1": "F1", "pearson": "Pearson", "spearman": "Spearman"}
+# The claims whose comparisons read a probe, not the fine-tuning scores: (what a row's difference is
+# of, its axis label). claims.generation_start, claims.robustness, claims_arms.discriminator_prompting.
+PROBE_UNITS = {12: ("token F1", "difference in token F1 (greedy decodes, generation task)"),
+               13: ("accuracy drop", "difference in accuracy drop under synonym substitution"),
+               17: ("prompted accuracy", "difference in prompted accuracy (mean over the prompted tasks)")}
+
+
+def metric_name(metrics) -> str:
+    """A task's score as an axis names it: its one metric, or the mean of its metrics (the task's
+    GLUE number, eval/metrics.task_score): "MCC", "accuracy", "Pearson/Spearman mean"."""
+    names = [METRIC_NAMES.get(m, m) for m in metrics]
+    return "score" if not names else names[0] if len(names) == 1 else "/".join(names) + " mean"
+
+
+def task_label(task: str) -> str:
+    """A task's printed name (the built-ins' GLUE spelling: "CoLA", "SST-2", "STS-B")."""
+    from encoderlab.eval.tasks import BUILTIN
+
+    return BUILTIN[task].subdir or task if task in BUILTIN else task
+
+
+def task_metric(task: str, summary: dict | None = None) -> str:
+    """The metric name of a task's score: from a fine-tuning's summary where there is one (its keys are
+    the metrics), else from the built-in task's spec; "score" for a task neither names."""
+    if summary:
+        return metric_name(summary)
+    from encoderlab.eval.tasks import BUILTIN
+
+    return metric_name(BUILTIN[task].metrics) if task in BUILTIN else "score"
+
+
+def _zero_shot(row: str) -> bool:
+    """BLiMP dev's signal test (its key: blimp.label) or its per-task row beside the tasks (the label and
+    ", zero-shot": judge.Judge.compare), not a fine-tuning task."""
+    return row.startswith("BLiMP ") or row.endswith("zero-shot")
+
+
+def _aggregate_unit(c: Claim) -> tuple[str, str]:
+    """(quantity, axis label) of a claim's aggregate rows. A probe claim's its probe's; a fine-tuning claim's
+    the mean over the tasks that enter it (judge.Judge.mean: those its variants learn beyond the control,
+    every task without one), which is that task's metric when one task enters."""
+    if c.claim in PROBE_UNITS:
+        return PROBE_UNITS[c.claim]
+    tasks = [t for t, (ok, _) in c.signal.items() if ok and not _zero_shot(t)] if c.signal else \
+        list(dict.fromkeys(t for x in c.comparisons for t in x.per_task if not _zero_shot(t)))
+    if len(tasks) == 1:
+        t = tasks[0]
+        only = " (only fine-tuned task beyond the control)" if c.signal else ""
+        return t, f"difference in {task_label(t)} {task_metric(t)}{only}"
+    listed = ", ".join(f"{task_label(t)} {task_metric(t)}" for t in tasks) if tasks else "each in its metric"
+    return "task mean", f"difference in task-mean score ({listed})"
+
+
+def _row_unit(task: str) -> tuple[str, str, str]:
+    """(quantity, axis label, title) of a comparison's per-task row."""
+    if _zero_shot(task):
+        return "zero-shot", "difference in accuracy on minimal pairs", task
+    return task, f"difference in {task_label(task)} {task_metric(task)}", f"on {task_label(task)}"
+
+
 def forest_plot(claims: list[Claim], out: Path, margin: float, name: str = "claims_forest.png") -> str | None:
-    """One panel per claim with comparisons: each comparison's difference and interval (aggregate rows
-    bold, its per-task rows below it, lighter), the zero line, and ±margin shaded where a comparison is
-    a claim of matching. None when no claim has a comparison."""
+    """A row of panels per claim with comparisons, one row per comparison in each: its first panel the
+    aggregate difference the verdict reads (95% interval, coloured by verdict), the next ones its per-task
+    rows in their own metrics (lighter: beside the verdict). Every panel's x axis names its unit; panels
+    of one metric share their limits, so their zero lines and widths compare at a glance. The zero line,
+    and ±margin shaded where a comparison is a claim of matching. None when no claim has a comparison."""
     plt = _pyplot()
 
     panels = [c for c in claims if any(x.estimate for x in c.comparisons)]
     if not panels:
         return None
-    heights = [sum(1 + len(x.per_task) for x in c.comparisons) for c in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 0.28 * sum(heights) + 0.9 * len(panels)),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
-    for ax, c in zip(axes[:, 0], panels):
-        labels, y = [], 0
-        for x in c.comparisons:
-            for task, (e, verdict) in [(None, (x.estimate, x.verdict))] + list(x.per_task.items()):
+    layout = []  # per claim: [(quantity, axis label, title, [(row, estimate, verdict, aggregate)])]
+    for c in panels:
+        q, unit = _aggregate_unit(c)
+        cells: dict[str, tuple[str, str, list]] = {q: (unit, f"Claim {c.claim}: {c.verdict}", [])}
+        for i, x in enumerate(c.comparisons):
+            if x.estimate is not None:
+                cells[q][2].append((i, x.estimate, x.verdict, True))
+            for task, (e, verdict) in x.per_task.items():
                 if e is not None:
-                    ax.errorbar(e.diff, -y, xerr=[[e.diff - e.lo], [e.hi - e.diff]], fmt="o" if task is None else ".",
-                                color=_colour(verdict), alpha=1.0 if task is None else 0.55,
-                                markersize=6 if task is None else 4, capsize=2, linewidth=2 if task is None else 1)
-                labels.append(x.label if task is None else f"on {task}")
-                y += 1
-        ax.axvline(0, color="black", linewidth=0.8)
-        if any(x.kind in ("at_least", "at_most") for x in c.comparisons):
-            ax.axvspan(-margin, margin, color="tab:blue", alpha=0.1, label=f"±{margin:g} (equivalence margin)")
-        ax.set_yticks([-i for i in range(len(labels))], labels, fontsize=7)
-        ax.set_ylim(-len(labels) + 0.5, 0.5)
-        ax.set_title(f"Claim {c.claim}: {c.verdict}", fontsize=9, loc="left")
-        ax.tick_params(axis="x", labelsize=7)
-    axes[-1, 0].set_xlabel("difference in mean score (95% interval)", fontsize=8)
+                    tq, tunit, title = _row_unit(task)
+                    cells.setdefault(tq, (tunit, f"beside the verdict: {title}", []))[2].append((i, e, verdict, False))
+        layout.append([(q, u, t, rows) for q, (u, t, rows) in cells.items() if rows])
+    # One x range per quantity over every claim: the interval ends, zero, and the margin where it is shaded.
+    limits: dict[str, list[float]] = {}
+    for c, cells in zip(panels, layout):
+        matching = any(x.kind in ("at_least", "at_most") for x in c.comparisons)
+        for q, _, _, rows in cells:
+            ends = [0.0] + [v for _, e, _, _ in rows for v in (e.lo, e.hi)] + ([-margin, margin] if matching else [])
+            lim = limits.setdefault(q, [min(ends), max(ends)])
+            lim[:] = [min(lim[0], *ends), max(lim[1], *ends)]
+    for lim in limits.values():
+        pad = 0.06 * (lim[1] - lim[0] or 1.0)
+        lim[:] = [lim[0] - pad, lim[1] + pad]
+
+    ncols = max(len(cells) for cells in layout)
+    heights = [len(c.comparisons) for c in panels]
+    fig = plt.figure(figsize=(2.8 + 3.4 * ncols, 0.3 * sum(heights) + 1.05 * len(panels)))
+    grid = fig.add_gridspec(len(panels), ncols, height_ratios=heights)
+    for r, (c, cells) in enumerate(zip(panels, layout)):
+        n = len(c.comparisons)
+        matching = any(x.kind in ("at_least", "at_most") for x in c.comparisons)
+        for col, (q, unit, title, rows) in enumerate(cells):
+            ax = fig.add_subplot(grid[r, col])
+            for i, e, verdict, agg in rows:
+                ax.errorbar(e.diff, -i, xerr=[[e.diff - e.lo], [e.hi - e.diff]], fmt="o", color=_colour(verdict),
+                            alpha=1.0 if agg else 0.6, markersize=6 if agg else 4.5, capsize=2,
+                            linewidth=2 if agg else 1.2)
+            ax.axvline(0, color="black", linewidth=0.8)
+            if matching:
+                ax.axvspan(-margin, margin, color="tab:blue", alpha=0.1)
+            ax.set_xlim(*limits[q])
+            ax.set_ylim(-n + 0.5, 0.5)
+            ax.set_yticks([-i for i in range(n)], [x.label for x in c.comparisons] if col == 0 else [], fontsize=7)
+            ax.tick_params(axis="x", labelsize=7)
+            ax.set_xlabel(unit, fontsize=7)
+            # the claim and its verdict; a per-task panel's rows are evidence beside the verdict, not in it
+            ax.set_title(title, fontsize=9 if col == 0 else 7, loc="left", color="black" if col == 0 else "dimgrey")
     handles = [plt.Line2D([], [], color=col, marker="o", linestyle="", label=v) for v, col in
                [("holds", COLOURS["holds"]), ("does not hold", COLOURS["does not hold"]),
                 ("inconclusive", COLOURS["inconclusive"]), ("equivalent within the margin", "tab:blue")]]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.78, 0.995), fontsize=7, frameon=False)
-    return _save(plt, fig, out, name, rect=(0, 0, 0.77, 1))  # the verdict legend right of the panels
+    handles.append(plt.Rectangle((0, 0), 1, 1, color="tab:blue", alpha=0.1, label=f"±{margin:g} equivalence margin"))
+    fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=len(handles), fontsize=7,
+               frameon=False, title="difference A - B with its 95% interval; verdict:", title_fontsize=7,
+               alignment="left")
+    return _save(plt, fig, out, name)
 
 
 def claim_curves(claims: list[Claim], variants: dict[str, VariantResult], out: Path,
@@ -160,37 +256,26 @@ def study_figures(results: StudyResults, out: Path) -> list[str]:
                 if pts:
                     ax[1].plot(*zip(*pts), linestyle=ls, label=name + (" (disc.)" if net == "discriminator" else ""),
                                **style[name])
-        for level, what in ((results.mlm_baselines or {}).get("unigram"), "unigram"), \
-                           ((results.mlm_baselines or {}).get("bigram"), "bigram"):
-            if level is not None:
-                ax[0].axhline(level, color="grey", linestyle=":", linewidth=1)
-                ax[0].annotate(what, (0.01, level), xycoords=("axes fraction", "data"), fontsize=7, color="grey")
-        ax[1].axhline(0.5, color="grey", linestyle=":", linewidth=1)
+        # The references as lines named in a legend under their panel: a name written at the line sat
+        # under the curves that cross it.
+        refs: list[list] = [[], []]
+        for what, dash in (("unigram", ":"), ("bigram", "--")):
+            if (level := (results.mlm_baselines or {}).get(what)) is not None:
+                refs[0].append(ax[0].axhline(level, color="black", linestyle=dash, linewidth=1, zorder=1,
+                                             label=f"{what} count model"))
+        refs[1].append(ax[1].axhline(0.5, color="black", linestyle=":", linewidth=1, zorder=1, label="chance (0.5)"))
         ax[0].set(ylabel="held-out MLM accuracy (ELECTRA: generator)", title="Held-out MLM accuracy")
         ax[1].set(ylabel="accuracy (a tie counts as wrong)", title="Minimal pairs at every checkpoint")
-        _flops_axes(ax)
+        for a, r in zip(ax, refs):
+            if r:  # an artist of its own: the variants' legend, which _flops_axes gives the last panel, stays
+                legend = a.add_artist(a.legend(handles=r, fontsize=7, loc="upper center", ncol=len(r),
+                                               bbox_to_anchor=(0.5, -0.14), frameon=False))
+                legend.set_clip_on(False)  # add_artist clips it to the panel, and the saved canvas left it out
+        _flops_axes(ax, skip={h.get_label() for r in refs for h in r})
         files.append(_save(plt, fig, out, "zeroshot_vs_flops.png"))
 
-    fracs = {k.fraction for r in V.values() for k in r.fine_tunings()}
-    if len(fracs) == 1:  # one budget: a line per variant would be a point each, all at one x
-        files.append(_score_dots(plt, V, style, out))
-        fracs = set()
-    fig, ax = plt.subplots(figsize=(6.5, 4)) if fracs else (None, None)
-    for name, r in (V.items() if fracs else []):
-        pts = {}
-        for key, ft in r.fine_tunings().items():
-            pts.setdefault(r.checkpoints[key.fraction].flops, []).append(ft["score"])
-        if pts:
-            xs = sorted(pts)
-            med = [sum(s["median"] for s in pts[x]) / len(pts[x]) for x in xs]
-            lo = [sum(s["min"] for s in pts[x]) / len(pts[x]) for x in xs]
-            hi = [sum(s["max"] for s in pts[x]) / len(pts[x]) for x in xs]
-            line = ax.plot(xs, med, label=name, **style[name])[0]
-            ax.fill_between(xs, lo, hi, alpha=0.15, color=line.get_color())
-    if fracs:
-        ax.set(ylabel="downstream score (median; band: min-max over seeds)", title="Downstream score against compute")
-        _flops_axes([ax])
-        files.append(_save(plt, fig, out, "score_vs_flops.png"))
+    if any(r.fine_tunings() for r in V.values()):
+        files.append(task_scores(results, out))
 
     names = list(V)
     fig, ax = plt.subplots(1, 3, figsize=(13, 4))
@@ -219,31 +304,166 @@ def study_figures(results: StudyResults, out: Path) -> list[str]:
     return files
 
 
-def _score_dots(plt, V: dict[str, VariantResult], style: dict, out: Path) -> str:
-    """Every variant's task-mean downstream score at the study's one fine-tuned budget, best first: the
-    median over seeds with the min-max band, the variants named on the axis (no legend to read)."""
-    rows = sorted(((n, r.final_score()) for n, r in V.items() if r.final_score()), key=lambda x: x[1]["median"])
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.2))
-    for i, (n, _) in enumerate(rows):
-        done = V[n].fine_tunings()
-        lo = sum(f["score"].get("min", f["score"]["median"]) for f in done.values()) / len(done)
-        hi = sum(f["score"].get("max", f["score"]["median"]) for f in done.values()) / len(done)
-        ax.plot([lo, hi], [i, i], color=style[n]["color"], linewidth=2, alpha=0.5)
-        ax.plot(rows[i][1]["median"], i, color=style[n]["color"], marker=style[n]["marker"])
-    ax.set_yticks(range(len(rows)), [n for n, _ in rows], fontsize=7)
-    ax.set(xlabel="downstream score, task mean (median over seeds; line: min-max)",
-           title="Downstream score at the full budget")
-    return _save(plt, fig, out, "score_vs_flops.png")
+# At most this many variants against FLOPs, each its own colour and marker (tab10, MARKERS).
+MAX_SHOWN = 8
+MARKERS = "osD^v<>p"
+# Each shown variant's points sit this many decades of FLOPs beside the next one's: variants at one
+# budget otherwise draw their median and interval over one another.
+NUDGE = 0.018
 
 
-def _flops_axes(axes) -> None:
+def task_scores(results: StudyResults, out: Path, name: str = "score_vs_flops.png") -> str | None:
+    """Downstream scores, one panel per task, each in its own metric (its axis names it), with the task's
+    references drawn across: the random-init control of each shown variant's architecture, the
+    bag-of-words baseline and the majority class. Scores are the first pretraining run's median over the
+    fine-tuning seeds, bars the min-max (the report's task table). Where some variant was fine-tuned at
+    several budgets: against pretraining FLOPs, those variants and the study's bert, albert and electra
+    (a subset a reader can tell apart; every variant is in the report's table and claims_forest.png); at
+    one budget, FLOPs say nothing: every variant, a row each, at that budget. None without fine-tunings."""
+    plt = _pyplot()
+    V = results.variants
+    order = [t.get("name") for t in results.config.get("tasks") or [] if isinstance(t, dict)]
+    done = {k.task for r in V.values() for k in r.fine_tunings()}
+    tasks = [t for t in dict.fromkeys(order) if t in done] + sorted(done - set(order))
+    if not tasks:
+        return None
+    summary = {t: next(ft.get("summary") for r in V.values() for k, ft in r.fine_tunings().items() if k.task == t)
+               for t in tasks}
+    at_flops = len({k.fraction for r in V.values() for k in r.fine_tunings()}) > 1
+    fig = (_scores_against_flops if at_flops else _scores_at_one_budget)(plt, results, tasks)
+    for ax, t in zip(fig.axes, tasks):  # the panels, in task order (the legends are no axes)
+        ax.set_title(task_label(t), fontsize=9)
+        (ax.set_ylabel if at_flops else ax.set_xlabel)(task_metric(t, summary[t]), fontsize=8)
+    return _save(plt, fig, out, name)
+
+
+def _score(ft: dict) -> tuple[float, float, float]:
+    s = ft["score"]
+    return s["median"], s.get("min", s["median"]), s.get("max", s["median"])
+
+
+def _references(results: StudyResults, task: str, names: list[str]) -> list[tuple[str, float, dict, str | None]]:
+    """(legend label, score, line style, the variant of ``names`` a control stands for) of a task's
+    references: the random-init control of each of ``names``' architectures (judge.control_of), the
+    bag-of-words baseline and the majority class."""
+    from encoderlab.study.judge import control_of
+
+    out, controls, base = [], results.controls, results.baselines.get(task) or {}
+    if controls:
+        shapes = {}  # architecture's variant -> the first of ``names`` it stands for
+        for n in names:
+            shapes.setdefault((controls.get("of") or {}).get(n) or controls.get("variant"), n)
+        for shape, n in shapes.items():
+            ctl = control_of(controls, n).get("tasks", {}).get(task)
+            if ctl:
+                label = f"random init, {shape}'s architecture" if len(shapes) > 1 else "random-init control"
+                out.append((label, ctl["score"]["median"], {"linestyle": "--", "linewidth": 1.2}, n))
+    if base.get("bow") is not None:
+        out.append(("bag-of-words baseline", base["bow"], {"color": "black", "linestyle": "-.", "linewidth": 1},
+                    None))
+    if base.get("majority") is not None:
+        # wide and pale: a control or the bag-of-words at the same score (an MCC of 0) draws over it, not out
+        out.append(("majority class (regression: a constant)", base["majority"],
+                    {"color": "silver", "linestyle": "-", "linewidth": 4, "alpha": 0.6}, None))
+    return out
+
+
+def _shown(results: StudyResults) -> list[str]:
+    """The variants drawn against FLOPs: the study's bert, albert and electra, then every variant
+    fine-tuned at several budgets (a study with neither: its first variants), at most MAX_SHOWN."""
+    from encoderlab.study.config import ClaimRoles
+
+    V = results.variants
+    roles = ClaimRoles.from_dict(results.config.get("roles") or {})
+    several = [n for n, r in V.items() if len(r.finetuned_fractions()) > 1]
+    tuned = [n for n, r in V.items() if r.fine_tunings()]
+    names = [n for n in dict.fromkeys([roles.bert, roles.albert, roles.electra, *several]) if n in tuned]
+    return (names or tuned)[:MAX_SHOWN]
+
+
+def _scores_against_flops(plt, results: StudyResults, tasks: list[str]):
+    V = results.variants
+    names = _shown(results)
+    colour = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks) + 2.4, 3.8), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for label, y, kw, of in _references(results, task, names):
+            ax.axhline(y, label=label, zorder=1, **kw, **({"color": colour[of]} if of else {}))
+        for i, n in enumerate(names):
+            r = V[n]
+            pts = sorted((r.checkpoints[k.fraction].flops * 10 ** (NUDGE * (i - (len(names) - 1) / 2)), *_score(ft))
+                         for k, ft in r.fine_tunings().items() if k.task == task and k.fraction in r.checkpoints)
+            if pts:
+                x, med, lo, hi = map(list, zip(*pts))
+                ax.errorbar(x, med, yerr=[[m - a for m, a in zip(med, lo)], [b - m for m, b in zip(med, hi)]],
+                            color=colour[n], marker=MARKERS[i % len(MARKERS)], markersize=5, capsize=2,
+                            linewidth=1.2, label=n, zorder=3)
+        flops_axis(ax)
+        ax.set_xlabel("pretraining FLOPs" + (" (points nudged apart)" if len(names) > 1 else ""), fontsize=8)
+    handles: dict = {}
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    variants = {k: h for k, h in handles.items() if k in names}
+    refs = {k: h for k, h in handles.items() if k not in names}
+    legend = axes[0, -1].legend(variants.values(), variants.keys(), fontsize=7, loc="upper left", frameon=False,
+                                bbox_to_anchor=(1.02, 1.0), title="variant", title_fontsize=7, alignment="left")
+    if refs:
+        axes[0, -1].add_artist(legend)
+        axes[0, -1].legend(refs.values(), refs.keys(), fontsize=7, loc="lower left", frameon=False,
+                           bbox_to_anchor=(1.02, 0.0), title="references", title_fontsize=7, alignment="left")
+    which = "" if len(names) == len(V) else (
+        f": {len(names)} of {len(V)} variants (the bert, albert and electra roles and those fine-tuned at several "
+        "budgets; every variant: the report's task table)")
+    fig.suptitle(f"Downstream score against pretraining compute{which}\nfirst pretraining run: median over "
+                 "fine-tuning seeds, bars min-max", fontsize=9)
+    return fig
+
+
+def _scores_at_one_budget(plt, results: StudyResults, tasks: list[str]):
+    """A row per variant (best task mean on top), a panel per task; each variant's own random-init
+    control marked on its row, the bag-of-words baseline and the majority class as lines."""
+    from encoderlab.study.judge import control_of
+
+    V = results.variants
+    rows = sorted((n for n, r in V.items() if r.final_score()), key=lambda n: V[n].final_score()["median"])
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks) + 2.6, 0.26 * len(rows) + 1.6),
+                             sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for i, n in enumerate(rows):
+            ft = next((f for k, f in V[n].fine_tunings().items() if k.task == task), None)
+            if ft:
+                med, lo, hi = _score(ft)
+                ax.plot([lo, hi], [i, i], color="tab:blue", linewidth=2, alpha=0.45)
+                ax.plot(med, i, "o", color="tab:blue", markersize=5, label="variant (median; line: min-max)")
+            ctl = control_of(results.controls, n).get("tasks", {}).get(task) if results.controls else None
+            if ctl:
+                ax.plot(ctl["score"]["median"], i, "|", color="tab:red", markersize=9, markeredgewidth=1.5,
+                        label="random init, the variant's architecture")
+        for label, y, kw, _ in _references(results, task, []):
+            ax.axvline(y, label=label, zorder=1, **kw)
+        ax.set_yticks(range(len(rows)), rows, fontsize=7)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+    handles: dict = {}
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    axes[0, -1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       frameon=False)
+    fig.suptitle("Downstream score at the study's one fine-tuned budget (first pretraining run)", fontsize=9)
+    return fig
+
+
+def _flops_axes(axes, skip=()) -> None:
     """FLOPs on the x axis of each, and a legend beside the axes (outside the data) where something was
-    drawn: the claims study has 17 variants, whose legend inside covered half a panel."""
+    drawn (but the labels in ``skip``): the claims study has 17 variants, whose legend inside covered
+    half a panel."""
     handles: dict = {}
     for a in axes:
         flops_axis(a)
         for h, label in zip(*a.get_legend_handles_labels()):
-            handles.setdefault(label, h)
+            if label not in skip:
+                handles.setdefault(label, h)
     if handles:  # one legend for the figure, right of its last panel
         axes[-1].legend(handles.values(), handles.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                         frameon=False, ncol=1 if len(handles) <= 22 else 2)

@@ -28,6 +28,7 @@ from encoderlab.study.metrics import (
 from encoderlab.study.plan import per_family_settings
 from encoderlab.study.plots import claim_curves, forest_plot, gpu_memory, study_figures
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
+from encoderlab.study.transfer_table import transfer_section
 
 
 def environment() -> dict:
@@ -396,7 +397,12 @@ def refresh_claims(folder: Path, roles: ClaimRoles | None = None) -> list[int]:
     md = (folder / "report.md").read_text()
     start, end = md.index("## Claims\n"), md.index("## Plots\n")
     against = _against_control(results.variants, results.controls)
-    (folder / "report.md").write_text(md[:start] + "\n".join(_claims_section(claims, against)) + "\n" + md[end:])
+    md = md[:start] + "\n".join(_claims_section(claims, against)) + "\n" + md[end:]
+    # "Did pretraining help?" leads: written anew before the variants (a report written before it gets it)
+    first = md.index("## Did pretraining help?\n") if "## Did pretraining help?\n" in md else md.index("## Variants\n")
+    transfer = transfer_section(results.variants, results.baselines, results.controls)
+    (folder / "report.md").write_text(md[:first] + "\n".join(transfer) + ("\n" if transfer else "")
+                                      + md[md.index("## Variants\n"):])
     # The claims' figures the report has follow them (a report written before them gets none).
     if (folder / "claims_forest.png").exists():
         forest_plot(claims, folder, report.get("config", {}).get("equivalence_margin", 0.01))
@@ -438,7 +444,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     if results.data.get("demo_task"):
         lines += ["**This is the demo corpus** (the Python standard library's docstrings, ~250k words): it shows the "
                   "pipeline end to end. Conclusions about the families need a real corpus and larger budgets.", ""]
-    lines += ["## Variants", ""]
+    lines += transfer_section(V, results.baselines, results.controls) + ["## Variants", ""]
     if base:
         lines += [f"Held-out MLM accuracy at the evaluation's masked positions ({base['positions']} of them) of two "
                   f"count models: unigram {base['unigram']:.3f} (always the most frequent token: the plateau tiny "

@@ -23,6 +23,8 @@ def register(sub) -> None:
     r.add_argument("--name", required=True, help="the run's name in the records, e.g. bert-5.7e13-s0")
     r.add_argument("--flops", type=float, help="the run's pretraining FLOPs (default: read from its metrics)")
     r.add_argument("--no-control", action="store_true", help="skip the random-init twin (recorded elsewhere)")
+    r.add_argument("--control-only", action="store_true", help="the random-init twin alone (any checkpoint of the "
+                   "architecture lends it its shape and tokenizer)")
     r.add_argument("overrides", nargs="*", metavar="key=value", help="protocol settings (FairConfig), e.g. seeds=5 "
                    "learning_rates=[0.001,0.003] max_train_examples=1000")
     r.set_defaults(func=cmd_run)
@@ -38,7 +40,7 @@ def cmd_run(args) -> int:
 
     cfg = FairConfig().with_overrides(args.overrides)
     transfer_point(args.model, args.tasks, args.out, name=args.name, flops=args.flops, cfg=cfg,
-                   data_dir=args.data_dir, controls=not args.no_control)
+                   data_dir=args.data_dir, controls=not args.no_control, pretrained_too=not args.control_only)
     return 0
 
 

@@ -89,9 +89,11 @@ def _valid(path: Path, cfg: FairConfig, tok_digest: str, files: dict) -> bool:
 
 def transfer_point(model_dir: str | Path, tasks: list[str], out: str | Path, *, name: str, flops: float | None,
                    cfg: FairConfig | None = None, data_dir: str | Path | None = None, controls: bool = True,
-                   log=print) -> list[Path]:
+                   pretrained_too: bool = True, log=print) -> list[Path]:
     """Fine-tune (and probe) the checkpoint at ``model_dir`` and, with ``controls``, its fresh twin on
-    every task; write the records into ``out``; return their paths (recorded ones included)."""
+    every task; write the records into ``out``; return their paths (recorded ones included).
+    ``pretrained_too=False``: the twin alone (it needs only the architecture: a run still pretraining
+    can lend it any of its checkpoints)."""
     cfg = cfg or FairConfig()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +111,7 @@ def transfer_point(model_dir: str | Path, tasks: list[str], out: str | Path, *, 
         spec = get_task(task)
         data = split(load_task(spec, data_dir), cfg)
         files = data.files
-        jobs = [(out / f"{name}__{spec.name}.json", "pretrained")]
+        jobs = [(out / f"{name}__{spec.name}.json", "pretrained")] if pretrained_too else []
         if controls:
             jobs.append((out / f"control-{arch}__{spec.name}.json", "random"))
         for path, init in jobs:
