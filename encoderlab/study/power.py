@@ -59,6 +59,14 @@ class Components:
         df = 2 * (runs - 1)
         return (t_quantile((1 + LEVEL) / 2, df) + t_quantile(POWER, df)) * self.sd_diff(runs, seeds)
 
+    def reachable_margin(self, runs: int, seeds: int) -> float:
+        """The smallest equivalence margin m the design shows (its 90% interval inside ±m, two one-sided
+        tests at 5%) with 80% power when the true difference is zero: (t_0.95 + t_0.90) x sd(diff)."""
+        if runs < 2:
+            return float("inf")
+        df = 2 * (runs - 1)
+        return (t_quantile(0.95, df) + t_quantile(1 - (1 - POWER) / 2, df)) * self.sd_diff(runs, seeds)
+
 
 def components(scores: dict[str, dict[str, np.ndarray]], task: str) -> Components | None:
     """Pooled components of ``task`` from {variant: {task: (P, S) scores}}; None without a variant of
@@ -122,7 +130,8 @@ def plan(report: Path, *, runs: int, seeds: int, pretrain_core_h: float, finetun
         c = components(scores, t)
         if c is None:
             continue
-        row = {**asdict(c), "detectable": c.detectable(runs, seeds), "claims": {}}
+        row = {**asdict(c), "detectable": c.detectable(runs, seeds), "margin": c.reachable_margin(runs, seeds),
+               "claims": {}}
         for claim, (effect, source) in PUBLISHED_EFFECTS.items():
             d = needed(c, effect, pretrain_core_h=pretrain_core_h, finetune_core_h=finetune_core_h)
             row["claims"][claim] = {"effect": effect, "source": source, "design": asdict(d) if d else None}
@@ -134,18 +143,24 @@ def markdown(p: dict) -> str:
     lines = [f"Variance components pooled over the variants of {p['pilot']} (one-way ANOVA per variant, weighted "
              f"by degrees of freedom; the seed part floored at {NOISE_SD}²), and the difference {p['runs']} runs x "
              f"{p['seeds']} seeds a side detect at 80% power:", "",
-             "| task | run sd | seed sd | variants | detectable at the plan | "
+             "| task | run sd | seed sd | variants | detectable at the plan | equivalence margin reachable | "
              + " | ".join(f"claim {c}: P x S a side (core-hours)" for c in PUBLISHED_EFFECTS) + " |",
-             "|---|---|---|---|---|" + "---|" * len(PUBLISHED_EFFECTS)]
+             "|---|---|---|---|---|---|" + "---|" * len(PUBLISHED_EFFECTS)]
     for t, r in p["tasks"].items():
         cells = []
         for c in PUBLISHED_EFFECTS:
             d = r["claims"][c]["design"]
             cells.append(f"{d['runs']} x {d['seeds']} ({d['core_hours']:.1f})" if d else "beyond 30 x 30")
         lines.append(f"| {t} | {math.sqrt(r['run']):.4f} | {math.sqrt(r['seed']):.4f} | {r['variants']} | "
-                     f"{r['detectable']:.3f} | " + " | ".join(cells) + " |")
-    lines += ["", "Published effects (the paper's scale / 100, applied to each task as if it were the average: an "
-              "assumption): " + "; ".join(f"claim {c}: {e:.3f} ({s})" for c, (e, s) in PUBLISHED_EFFECTS.items())]
+                     f"{r['detectable']:.3f} | ±{r['margin']:.3f} | " + " | ".join(cells) + " |")
+    df = 2 * (p["runs"] - 1)
+    need = 0.01 / (t_quantile(0.95, df) + t_quantile(1 - (1 - POWER) / 2, df)) if df > 0 else float("nan")
+    lines += ["", "An equivalence margin is reachable when the design's 90% interval falls inside it with 80% power at "
+              "a true difference of zero: (t_0.95 + t_0.90) x sd(difference); at this design's "
+              f"{df} degrees of freedom ±0.01 needs sd(difference) below {need:.4f}.", ""]
+    effects = "; ".join(f"claim {c}: {e:.3f} ({s})" for c, (e, s) in PUBLISHED_EFFECTS.items())
+    lines.append("Published effects (the paper's scale / 100, applied to each task as if it were the average: an "
+                 f"assumption): {effects}")
     return "\n".join(lines) + "\n"
 
 

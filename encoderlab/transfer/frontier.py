@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -176,12 +177,20 @@ def write_report(folders: list[Path], out: Path, md: Path | None = None) -> str:
     result = frontier(folders)
     out.mkdir(parents=True, exist_ok=True)
     (out / "transfer.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
-    from encoderlab.transfer.plots import plot_frontier, plot_sizes
+    from encoderlab.transfer.plots import plot_curves, plot_frontier, plot_sizes
 
     plot_frontier(result, out / "frontier_flops.png")
     plot_sizes(result, out / "frontier_sizes.png")
+    default = [json.loads(p.read_text()) for f in folders for p in sorted(f.glob("*.json"))
+               if not p.name.startswith("baselines__")]
+    plot_curves([r for r in default if r["protocol"]["max_train_examples"] == 4000], out / "finetune_curves.png")
     text = markdown(result)
     if md is not None:
+        pictures = [(f, t) for f, t in (("frontier_flops.png", "scores against pretraining FLOPs"),
+                                        ("frontier_sizes.png", "scores against fine-tuning examples"),
+                                        ("finetune_curves.png", "the fine-tuning curves chosen from"))
+                    if (out / f).is_file()]
+        text += "\n" + "\n\n".join(f"![{t}]({os.path.relpath(out / f, md.parent)})" for f, t in pictures) + "\n"
         body = md.read_text()
         start, end = "<!-- transfer -->", "<!-- /transfer -->"
         if start not in body or end not in body:

@@ -106,3 +106,41 @@ def plot_sizes(result: dict, out: Path) -> Path | None:
     fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+def plot_curves(records: list[dict], out: Path) -> Path | None:
+    """The fine-tuning curves the protocol chose from: per task, each network's mean held-out score
+    over its seeds at the end of each epoch, one line per learning rate (solid: the checkpoint at each
+    budget; dashed: the random-init twin), the chosen point circled. None when there is no record."""
+    by_task: dict[str, list[dict]] = {}
+    for rec in records:
+        by_task.setdefault(rec["task"], []).append(rec)
+    if not by_task:
+        return None
+    plt = _pyplot()
+    fig, axes = _task_panels(plt, sorted(by_task))
+    for task, a in axes.items():
+        for rec in sorted(by_task[task], key=lambda r: (r["init"], r.get("flops") or 0)):
+            fair = rec["fair"]
+            colour = "tab:grey" if rec["init"] == "random" else None
+            name = "random init" if rec["init"] == "random" else f"{rec['family']} {rec['flops']:.2g}"
+            rates = sorted({t["learning_rate"] for t in fair["trials"]})
+            for i, lr in enumerate(rates):
+                ts = [t for t in fair["trials"] if t["learning_rate"] == lr]
+                n = min(len(t["curve"]) for t in ts)
+                ys = [sum(t["curve"][e]["score"]["heldout"] for t in ts) / len(ts) for e in range(n)]
+                xs = [ts[0]["curve"][e]["epoch"] for e in range(n)]
+                line, = a.plot(xs, ys, ls="--" if rec["init"] == "random" else "-", marker="os^"[i % 3],
+                               color=colour, alpha=0.9, label=f"{name}, lr {lr:g}")
+                colour = line.get_color()
+                if lr == fair["chosen"]["learning_rate"]:
+                    a.plot([fair["chosen"]["epoch"]], [fair["chosen"]["heldout"]], "o", ms=12, mfc="none",
+                           color=colour)
+        a.set(title=task, xlabel="epoch", ylabel=f"held-out {METRIC.get(task, 'score')}")
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle("Fine-tuning curves on the held-out fifth of train (mean over seeds; circle: the point chosen)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return out
