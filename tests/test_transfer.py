@@ -15,7 +15,7 @@ import torch
 from encoderlab.config import ConfigError
 from encoderlab.eval.probe import encoder_features, ngram_baseline
 from encoderlab.eval.tasks import Example, TaskSpec
-from encoderlab.transfer.frontier import frontier, markdown, welch
+from encoderlab.transfer.frontier import extrapolate, frontier, markdown, welch
 from encoderlab.transfer.protocol import FairConfig, choose
 from encoderlab.transfer.run import transfer_point
 from tests.eval_helpers import FILLER, NEGATIVE, POSITIVE, one_thread, tiny_checkpoint  # noqa: F401  (fixture)
@@ -185,6 +185,11 @@ def test_the_frontier_says_where_bert_first_transfers(tmp_path):
     assert small["flops"] == 5.7e13 and small["transfers_on"] == []
     assert big["transfers_on"] == ["cola", "sst2", "stsb"] and big["tasks"]["stsb"]["beats_ngram"] is False
     assert "At no measured budget" in result["sentence"]  # STS-B's n-gram baseline (0.4) is still ahead
+    guess = extrapolate(result["points"])  # STS-B rises 0.19 per 0.6 decade: 0.4 at 10^(log(2.3e14) + 0.09 / 0.316)
+    assert guess["stsb above n-gram"] == pytest.approx(10 ** (np.log10(2.3e14) + (0.4 - 0.31) / (0.2 / np.log10(
+        2.3e14 / 5.7e13))), rel=1e-6)
+    assert guess["rte"] > 1e18 and guess["cola"] == 2.3e14  # rte: a trend of +0.003, far off; cola: already there
+    assert "Extrapolated along a straight line in log FLOPs" in result["sentence"]
     assert big["core_hours"] == pytest.approx(2.0)
     (tmp_path / "baselines__stsb.json").write_text(json.dumps(
         {"protocol": FairConfig().to_dict(), "task": "stsb", "majority": 0.0, "ngram": 0.2}))

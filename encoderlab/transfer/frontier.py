@@ -54,8 +54,8 @@ def load(folders: list[Path]) -> tuple[dict, dict, dict]:
 
 
 def _budget(flops: float | None) -> float:
-    """A run's budget to 2 significant figures (a run stops within a step of it)."""
-    return float(f"{flops:.2g}") if flops else float("nan")
+    """A run's budget to 3 significant figures (a run stops within a step of it)."""
+    return float(f"{flops:.3g}") if flops else float("nan")
 
 
 def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
@@ -117,6 +117,37 @@ def frontier(folders: list[Path]) -> dict:
     return {"points": out, "sentence": sentence(out)}
 
 
+def extrapolate(points: list[dict]) -> dict:
+    """Where each task would transfer if the measured trend went on: pretrained - random fitted as a
+    straight line in log10 FLOPs through the points (least squares), solved for the FLOPs at which it
+    reaches the largest point's interval half-width (so its interval would clear zero); for STS-B also
+    the FLOPs at which the pretrained score reaches the n-gram baseline. {task: FLOPs or None (no rising
+    trend)}; a guess from few points, labelled so wherever it is printed."""
+    out: dict = {}
+    pts = sorted(points, key=lambda p: p["flops"])
+    if len(pts) < 2:
+        return out
+    x = np.log10([p["flops"] for p in pts])
+    for task in pts[-1]["tasks"]:
+        rows = [p["tasks"].get(task, {}) for p in pts]
+        if any("diff" not in r for r in rows):
+            continue
+        last = rows[-1]
+        half = (last["high"] - last["low"]) / 2 if math.isfinite(last.get("high", float("nan"))) else float("nan")
+        out[task] = _solve(x, [r["diff"] for r in rows], half) if last["low"] <= 0 else pts[-1]["flops"]
+        if task == "stsb" and all("ngram" in r for r in rows):
+            out["stsb above n-gram"] = _solve(x, [r["pretrained"] for r in rows], last["ngram"])
+    return out
+
+
+def _solve(x: np.ndarray, y: list[float], target: float) -> float | None:
+    slope, icept = np.polyfit(x, y, 1)
+    if not (slope > 1e-6 and math.isfinite(target)):
+        return None
+    exponent = (target - icept) / slope
+    return float(10 ** exponent) if exponent < 30 else None  # beyond 1e30 FLOPs: no trend worth the name
+
+
 def sentence(points: list[dict], family: str = "bert") -> str:
     """The frontier's one sentence for ``family`` at the protocol's default training-set size."""
     mine = [p for p in points if p["family"] == family and p["train_examples"] == 4000]
@@ -127,15 +158,28 @@ def sentence(points: list[dict], family: str = "bert") -> str:
         if len(p["transfers_on"]) >= MIN_TASKS and stsb.get("beats_ngram"):
             return (f"{family} first beats its random-init twin beyond the 95% interval on {len(p['transfers_on'])} "
                     f"of {len(p['tasks'])} tasks ({', '.join(p['transfers_on'])}) and the n-gram baseline on STS-B "
-                    f"at {p['flops']:.2g} FLOPs: {p['core_hours']:.2f} core-hours of pretraining on "
+                    f"at {p['flops']:.3g} FLOPs: {p['core_hours']:.2f} core-hours of pretraining on "
                     f"{', '.join(p['machines'])}.")
     top = max(mine, key=lambda p: p["flops"])
     stsb = top["tasks"].get("stsb", {})
-    return (f"At no measured budget up to {top['flops']:.2g} FLOPs ({top['core_hours']:.2f} core-hours on "
+    guess = extrapolate(mine)
+    rate = top["core_hours"] / top["flops"]  # core-hours per FLOP on the machine the runs met
+    tasks = sorted((f, t) for t, f in guess.items() if f is not None and t != "stsb above n-gram")
+    needs = [f for f in (tasks[MIN_TASKS - 1][0] if len(tasks) >= MIN_TASKS else None,
+                         guess.get("stsb above n-gram")) if f is not None]
+    trend = ("" if len(mine) < 2 else
+             " Extrapolated along a straight line in log FLOPs through the " + str(len(mine)) + " measured points "
+             "(a guess, not a measurement): " + ("; ".join(f"{t} at {f:.3g}" for f, t in tasks) or "no task rises")
+             + (f"; STS-B above the n-gram baseline at {guess['stsb above n-gram']:.3g}"
+                if guess.get("stsb above n-gram") else "; STS-B's pretrained score does not rise toward the n-gram "
+                "baseline") + ("" if len(needs) < 2 else
+                               f"; both conditions at about {max(needs):.3g} FLOPs, {max(needs) * rate:.0f} "
+                               f"core-hours ({max(needs) * rate / 48:.1f} days of a 2-core machine)") + ".")
+    return (f"At no measured budget up to {top['flops']:.3g} FLOPs ({top['core_hours']:.2f} core-hours on "
             f"{', '.join(top['machines'])}) does {family} beat its random-init twin beyond the 95% interval on "
-            f"{MIN_TASKS} of the tasks together with the n-gram baseline on STS-B: at {top['flops']:.2g} it transfers "
+            f"{MIN_TASKS} of the tasks together with the n-gram baseline on STS-B: at {top['flops']:.3g} it transfers "
             f"on {len(top['transfers_on'])} ({', '.join(top['transfers_on']) or 'none'}), and on STS-B it scores "
-            f"{_fmt(stsb.get('pretrained'))} against the n-gram baseline's {_fmt(stsb.get('ngram'))}.")
+            f"{_fmt(stsb.get('pretrained'))} against the n-gram baseline's {_fmt(stsb.get('ngram'))}." + trend)
 
 
 def _fmt(x: float | None, nd: int = 3) -> str:
@@ -165,7 +209,7 @@ def markdown(result: dict) -> str:
     parts = []
     for p in result["points"]:
         r0 = next(iter(p["tasks"].values()))
-        parts.append(f"**{p['family']} at {p['flops']:.2g} FLOPs**, fine-tuned on {p['train_examples'] or 'all'} "
+        parts.append(f"**{p['family']} at {p['flops']:.3g} FLOPs**, fine-tuned on {p['train_examples'] or 'all'} "
                      f"training examples (less the held-out fifth); {r0['runs']} pretraining run(s) x {r0['seeds']} "
                      f"seeds, interval over {r0['interval_over']}; pretraining {p['core_hours']:.2f} core-hours on "
                      f"{', '.join(p['machines'])}.\n\n{table(p)}\n")
