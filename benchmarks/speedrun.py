@@ -49,9 +49,9 @@ from encoderlab.objectives.base import Masked, ObjectiveConfig
 from encoderlab.precision import autocast
 from encoderlab.study import blimp
 from encoderlab.study.cli import load_study
+from encoderlab.study.data_stage import prepare_data
 from encoderlab.study.plan import variant_recipe
 from encoderlab.study.progress import Progress
-from encoderlab.study.runner import prepare_data
 from encoderlab.study.stages import Stages
 from encoderlab.train.baselines import count_baselines, count_hits, count_tables
 from encoderlab.train.data import make_source

@@ -5,8 +5,9 @@ left than jobs (three variants on two cores: the third runs alone for about the 
 pretraining stage), the freed cores would sit idle. So the trainer reads a file named ``threads``
 in its run directory at every log step and, when it holds another count than the one in use,
 switches to it (torch.set_num_threads works mid-run: OpenMP grows its pool on the next parallel
-region). The study writes that file when cores free up; a person can too. The count is per
-process: each rank of a multi-process run reads the same file.
+region). The study writes that file when cores free up and the machine's load leaves them free
+(study/launch.spread_threads); a person can too. The count is per process: each rank of a
+multi-process run reads the same file.
 
 A run's results do not depend on its thread count beyond the order of floating-point sums; its
 logged tokens/s do, so every train record carries the count it was measured at.

@@ -233,10 +233,10 @@ def test_interrupted_study_continues_from_its_stages(tmp_path, monkeypatch):
 def test_data_prepared_again_must_be_the_data_the_stages_record(tmp_path, monkeypatch):
     """On a machine without the token store the study prepares it again; another token count or
     tokenizer (another corpus or vocabulary) stops it before a recorded run is read or continued."""
-    from encoderlab.study import runner
+    from encoderlab.study import data_stage
 
     made = iter([{"tokens": 10, "tokenizer_sha256": d * 64} for d in "aaab"])  # b: another tokenizer
-    monkeypatch.setattr(runner, "_prepare", lambda *a: {"store": str(tmp_path / "store"), "tokenizer": "tok",
+    monkeypatch.setattr(data_stage, "_prepare", lambda *a: {"store": str(tmp_path / "store"), "tokenizer": "tok",
                                                         "demo_task": None, **next(made)})
 
     class Quiet:
@@ -244,10 +244,10 @@ def test_data_prepared_again_must_be_the_data_the_stages_record(tmp_path, monkey
             pass
 
     cfg, stages = StudyConfig.from_dict({**BASE, "out_dir": str(tmp_path)}), Stages(tmp_path / "stages.json")
-    first = runner.prepare_data(cfg, tmp_path, stages, Quiet())  # prepared (its store never appears: again)
-    assert runner.prepare_data(cfg, tmp_path, stages, Quiet()) == first  # prepared again: the same data
+    first = data_stage.prepare_data(cfg, tmp_path, stages, Quiet())  # prepared (its store never appears: again)
+    assert data_stage.prepare_data(cfg, tmp_path, stages, Quiet()) == first  # prepared again: the same data
     with pytest.raises(ConfigError, match=f"tokenizer_sha256: recorded '{'a' * 64}', here '{'b' * 64}'"):
-        runner.prepare_data(cfg, tmp_path, stages, Quiet())
+        data_stage.prepare_data(cfg, tmp_path, stages, Quiet())
 
 
 def test_parallel_pretraining_and_finetuning_equal_sequential_and_speed_is_timed_side_by_side(tmp_path):
@@ -295,6 +295,12 @@ def _fake_children(monkeypatch, tmp_path, scripts: dict[str, str]):
     return started, {n: PretrainConfig(trainer=TrainerConfig(run_dir=str(tmp_path / n), max_steps=1)) for n in scripts}
 
 
+def _machine(monkeypatch, *, load: float, cpus: int) -> None:
+    """The machine launch.spread_threads sees: its 1-minute load average and its cores."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+
+
 def _pretrain_all(recipes, stages, progress):
     launch.pretrain_all(recipes, jobs=2, threads=None, budget=1.0, stages=stages, progress=progress,
                         fingerprint=recipe_fingerprint)
@@ -327,6 +333,7 @@ def test_the_last_pretraining_running_gets_the_freed_cores(tmp_path, monkeypatch
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "threads").write_text("7\n")  # left by an earlier run of the folder
     started, recipes = _fake_children(monkeypatch, tmp_path, scripts)
+    _machine(monkeypatch, load=0.0, cpus=2)  # an idle machine (a busy one: tests/test_study_interrupts.py)
     lines = []
     launch.pretrain_all(recipes, jobs=2, threads=1, budget=1.0, stages=Stages(tmp_path / "stages.json"),
                         progress=Progress(30, lines.append, heartbeat_s=None), fingerprint=recipe_fingerprint,
@@ -944,23 +951,27 @@ def test_recipe_fingerprint_ignores_unset_options_only(monkeypatch):
 
 def test_a_task_whose_files_are_missing_stops_the_study_before_pretraining(tmp_path, monkeypatch):
     """The built-in claims study names five GLUE tasks: without glue_dir it must stop at once, not at
-    its first fine-tuning hours later; with the files in place it goes on."""
+    its first fine-tuning hours later; with the files in place it goes on. (Each kind of mistake in a
+    task's files: tests/test_study_inputs.py.)"""
     from encoderlab.eval.tasks import get_task
-    from encoderlab.study.plan import check_tasks
+    from encoderlab.study.inputs import check_task_files
 
     monkeypatch.delenv("ENCODERLAB_DATA_DIR", raising=False)
     cfg = StudyConfig.from_dict({"variants": [{"name": "bert", "model": {"preset": "bert-tiny"}}],
                                  "tasks": [{"name": "sst2"}, {"name": "rte"}]})
     with pytest.raises(ConfigError, match="tasks: 'sst2': .*glue_dir"):
-        check_tasks(cfg, {"glue_dir": None})
+        check_task_files(cfg, {"glue_dir": None})
+    rows = {"sst2": "sentence\tlabel\na fine film\t1\n", "rte": "index\tsentence1\tsentence2\tlabel\n"
+            "0\tA cat sat.\tA cat is sitting.\tentailment\n"}
     for name in ("sst2", "rte"):
         spec = get_task(name)
         (tmp_path / spec.subdir).mkdir()
-        (tmp_path / spec.subdir / spec.train).write_text("")
-    check_tasks(cfg, {"glue_dir": str(tmp_path)})
+        for f in (spec.train, *spec.eval_files.values()):
+            (tmp_path / spec.subdir / f).write_text(rows[name])
+    check_task_files(cfg, {"glue_dir": str(tmp_path)})
     (tmp_path / get_task("rte").subdir / get_task("rte").train).unlink()
     with pytest.raises(ConfigError, match="tasks: 'rte': .*not found"):
-        check_tasks(cfg, {"glue_dir": str(tmp_path)})
+        check_task_files(cfg, {"glue_dir": str(tmp_path)})
 
 
 def test_claim_3_tests_both_halves_modest_and_shrinking_at_small_sizes():

@@ -20,6 +20,7 @@ from encoderlab.study import prompt as probe
 from encoderlab.study.claims_arms import discriminator_prompting, prompt_scores
 from encoderlab.study.cli import load_study
 from encoderlab.study.config import ClaimRoles, StudyConfig, default_base
+from encoderlab.study.inputs import check_task_files
 from encoderlab.study.judge import Judge
 from encoderlab.study.plan import run_name
 from encoderlab.study.progress import Progress
@@ -196,7 +197,7 @@ def test_a_misconfigured_prompt_probe_stops_the_study_as_it_loads(more, match):
 def test_a_prompt_task_whose_files_are_missing_stops_the_study_before_pretraining(tmp_path):
     cfg = StudyConfig.from_dict({"variants": VARIANTS[:2], "allow_missing_roles": True, "prompt_tasks": ["sst2"]})
     with pytest.raises(ConfigError, match="prompt_tasks: 'sst2'"):
-        probe.check_prompt_data(cfg, {"glue_dir": str(tmp_path / "no-glue"), "demo_task": None})
+        check_task_files(cfg, {"glue_dir": str(tmp_path / "no-glue"), "demo_task": None})
 
 
 def test_the_prompt_fields_round_trip_and_default_to_off():

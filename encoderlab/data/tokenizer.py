@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,11 @@ def train_tokenizer(
     A corpus with no text is an error (a tokenizer of the five special tokens alone would let every
     later step run on [UNK]s); nothing is written then. A vocabulary smaller than asked for (the
     corpus has fewer distinct pieces) is kept and logged: the store records the real size.
+
+    WordPiece training is deterministic: the same corpus gives the same files in every process, at
+    every thread count (_continuation_pieces says why it was not). Unigram's is not, bit for bit:
+    tokenizers' Unigram trainer sums its EM counts in hash-map order, in chunks of one per thread,
+    so the scores differ in their last digits and pieces of equal score change places.
     """
     # BERT's normalizer: clean control chars, put spaces around every CJK character (so each one is
     # its own token), optional lowercasing and accent stripping.
@@ -66,35 +72,35 @@ def train_tokenizer(
     # The trainer's progress bars (indicatif) print only blank lines when stdout is not a terminal
     # (three of them, in a log file or a pipe); on a terminal they are useful.
     bars = sys.stdout.isatty()
-    if model == "wordpiece":
-        tok = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials, show_progress=bars
-        )
-    elif model == "unigram":
-        tok = tokenizers.Tokenizer(models.Unigram())
-        tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁")]
-        )
-        tok.decoder = decoders.Metaspace(replacement="▁")
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token="[UNK]",
-                                          show_progress=bars)
-    else:
+    if model not in ("wordpiece", "unigram"):
         raise ValueError(f"unknown tokenizer model {model!r}; expected 'wordpiece' or 'unigram'")
-    tok.normalizer = normalizer
-    seen = _Counted(texts)
-    tok.train_from_iterator(seen, trainer)
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        seen = _Counted(texts, spool if model == "wordpiece" else None)
+        if model == "wordpiece":
+            pinned = specials + _continuation_pieces(seen, normalizer, specials)  # the first pass
+            tok = _wordpiece_tokenizer(normalizer)
+            tok.train_from_iterator(seen, trainers.WordPieceTrainer(
+                vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=pinned, show_progress=bars))
+            # Rebuilt with the five specials as its only added tokens (the continuation pieces were
+            # passed as special only to fix their ids), numbered canonically: the trainer numbers
+            # its alphabet in hash-map order too, and WordPiece ids carry no meaning.
+            rest = sorted(set(tok.get_vocab()) - set(specials))
+            tok = _wordpiece_tokenizer(normalizer, {t: i for i, t in enumerate([*specials, *rest])})
+            tok.add_special_tokens(specials)
+        else:
+            tok = tokenizers.Tokenizer(models.Unigram())
+            tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁")]
+            )
+            tok.decoder = decoders.Metaspace(replacement="▁")
+            tok.normalizer = normalizer
+            tok.train_from_iterator(seen, trainers.UnigramTrainer(
+                vocab_size=vocab_size, special_tokens=specials, unk_token="[UNK]", show_progress=bars))
+            log.warning("a Unigram tokenizer is not reproducible bit for bit (its scores and the order of equal "
+                        "ones vary from run to run); a study's tokenizer is WordPiece, which is")
     if seen.nonblank == 0:
         where = texts.describe() if hasattr(texts, "describe") else f"{seen.total} document(s), all blank"
         raise DataError(f"no text found to train a tokenizer on: looked in {where}")
-    if model == "wordpiece":
-        # The trainer numbers its initial alphabet in hash-map order, which changes from process
-        # to process: the same corpus gave the same tokens under different ids, and so a rerun of
-        # a study different embeddings. WordPiece ids carry no meaning, so renumber canonically.
-        rest = sorted(set(tok.get_vocab()) - set(specials))
-        tok.model = models.WordPiece({t: i for i, t in enumerate([*specials, *rest])}, unk_token="[UNK]")
     for i, name in enumerate(SPECIAL_TOKENS):
         assert tok.token_to_id(name) == i, f"{name} got id {tok.token_to_id(name)}, expected {i}"
     tok.post_processor = processors.TemplateProcessing(
@@ -111,16 +117,52 @@ def train_tokenizer(
     return wrapped
 
 
-class _Counted:
-    """Passes documents through to the trainer, counting them (the trainer reports nothing)."""
+def _wordpiece_tokenizer(normalizer, vocab: dict[str, int] | None = None) -> tokenizers.Tokenizer:
+    tok = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]") if vocab else
+                               models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    return tok
 
-    def __init__(self, texts: Iterable[str]):
-        self.texts, self.total, self.nonblank = texts, 0, 0
+
+def _continuation_pieces(seen: _Counted, normalizer, specials: list[str]) -> list[str]:
+    """Every ``##c`` piece the corpus has (a character inside a word), sorted; read by a first pass
+    of the trainer that stops before its first merge, over the documents spooled as they went by.
+
+    Why: the WordPiece (BPE) trainer gives these pieces ids in the order it walks its word-count
+    hash map, whose seed is random in every process, and it breaks ties between pairs of equal count
+    by those ids. On a corpus with many ties (a Chinese one at min_frequency 2) two runs merged
+    different pairs: 5,904 and 5,907 pieces, other hashes. Handed over as special tokens, which
+    the trainer numbers first and in the order given, they get the same ids in every process and
+    every later merge, and so the vocabulary, is the same (tests/test_tokenizer_determinism.py)."""
+    first = _wordpiece_tokenizer(normalizer)
+    first.train_from_iterator(seen, trainers.WordPieceTrainer(vocab_size=0, special_tokens=specials,
+                                                             show_progress=False))
+    seen.replay = True
+    return sorted(t for t in first.get_vocab() if t.startswith("##"))
+
+
+class _Counted:
+    """Passes documents through to the trainer, counting them (the trainer reports nothing). With a
+    ``spool`` (an open text file) the first pass writes each document to it, one JSON string a line,
+    and a pass after ``replay`` is set reads them back: ``texts`` may be a one-pass generator."""
+
+    def __init__(self, texts: Iterable[str], spool=None):
+        self.texts, self.spool, self.total, self.nonblank = texts, spool, 0, 0
+        self.replay = False
 
     def __iter__(self) -> Iterator[str]:
+        if self.replay:
+            self.spool.seek(0)
+            for line in self.spool:
+                yield json.loads(line)
+            return
         for text in self.texts:
             self.total += 1
             self.nonblank += bool(text.strip())
+            if self.spool is not None:
+                self.spool.write(json.dumps(text, ensure_ascii=False) + "\n")
             yield text
 
 

@@ -33,6 +33,7 @@ from typing import Literal
 
 from encoderlab.config import Config, ConfigError
 from encoderlab.data.encoding import check_encoding
+from encoderlab.errors import InputNotFoundError
 from encoderlab.eval.metrics import METRICS
 from encoderlab.eval.split import split_train
 from encoderlab.tune.files import TaskDataError, decoded_lines, iter_jsonl  # shared with generate/
@@ -126,6 +127,10 @@ def get_task(name_or_path: str | Path) -> TaskSpec:
         if spec.data_dir is not None and not Path(spec.data_dir).is_absolute():  # relative to the spec file
             spec = spec.replace(data_dir=str(p.parent / spec.data_dir))
         return spec
+    if not p.exists() and (p.suffix in (".yaml", ".yml") or len(p.parts) > 1):
+        # A path that names no file is a misspelled spec, not a task unknown by name: say which file.
+        raise InputNotFoundError(f"task spec {p}: file not found (no such file; a task is a task spec .yaml file "
+                                 f"or a built-in: {sorted(BUILTIN)})")
     raise ValueError(f"unknown task {name_or_path!r}: not a built-in ({sorted(BUILTIN)}) nor a task spec .yaml file")
 
 

@@ -5,6 +5,12 @@ Each pretraining is a child process given its variant's PretrainConfig as YAML (
 its run directory); it resumes by itself from its last checkpoint. If the study stops (an error,
 Ctrl-C, SIGTERM), its children are stopped first (SIGTERM: they save a checkpoint), so a rerun never
 finds a second trainer writing the same run directory.
+
+An interrupt is not a failure. Ctrl-C reaches the whole process group: the children save and exit
+128 + the signal, and the study raises KeyboardInterrupt("signal N"), which the command line prints
+as one line and exit status 128 + N. The study answers SIGINT itself while children run, also when
+it was started with SIGINT ignored (a background job of a script, as the children never ignore it):
+before, such a study read its children's exit 130 as a failure and ended in a RuntimeError.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from encoderlab.config import ConfigError
@@ -40,9 +47,12 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
                  cores: int | None = None, recreate: dict[str, dict] | None = None) -> None:
     """Pretrain every variant not done yet, up to ``jobs`` at once, each on ``threads`` threads.
     Once nothing is left to start, the ``cores`` (default threads x jobs) of finished ones go to
-    those still running. After a failure no new variant starts; the running ones finish, and the
-    study stops naming the failures and their logs. ``recreate``: {run: its recorded stage} of done
-    runs to pretrain again for their weights; the record is kept, with how the new run compares."""
+    those still running, as far as the machine's load leaves them free (spread_threads). After a
+    failure no new variant starts; the running ones finish, and the study stops naming the failures
+    and their logs. A child interrupted (Ctrl-C, SIGTERM: exit 130 or 143 after saving) is no
+    failure: the study stops the others, which save too, and raises KeyboardInterrupt. ``recreate``:
+    {run: its recorded stage} of done runs to pretrain again for their weights; the record is kept,
+    with how the new run compares."""
     recreate = recreate or {}
     todo = [name for name, r in recipes.items()
             if name in recreate or stages.get(StageKey.pretrain(name), fingerprint(r)) is None]
@@ -53,6 +63,8 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     shares = {name: threads for name in todo}
     failed: list[str] = []
+    stopped: list[int] = []  # the signals that interrupted children
+    said: dict[str, tuple[int, int]] = {}  # spread_threads' last word per run, said once
 
     def reap(name: str, proc: subprocess.Popen, started: float) -> None:
         del running[name]
@@ -67,42 +79,48 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
             stages.put(StageKey.pretrain(name), fingerprint(recipes[name]), got)
             return
         log = Path(recipes[name].trainer.run_dir) / "pretrain.log"
+        if (sig := interrupt_signal(proc.returncode)) is not None:
+            stopped.append(sig)
+            progress.stage(f"pretrain {name} interrupted: its checkpoints are kept, and a rerun of the study "
+                           "resumes it")
+            return
         failed.append(f"variant {name!r} (exit {proc.returncode}); log {log}:\n{_tail(log)}")
         progress.stage(f"pretrain {name} failed (exit {proc.returncode}); see {log}")
 
     counted = PretrainShares(progress, {n: Path(r.trainer.run_dir) for n, r in recipes.items()}, budget)
     progress.begin_work()  # the ETA's rate is read from here: data preparation took no units
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     progress.detail = lambda: [pretraining_status(n, Path(recipes[n].trainer.run_dir), budget) for n in list(running)]
     progress.partial = lambda: counted.partial(running)
-    try:
-        while running or (todo and not failed):
-            while todo and not failed and len(running) < jobs:
-                name = todo.pop(0)
-                progress.stage(f"pretrain {name}: {budget:.3g} FLOPs budget"
-                               + (f" ({len(running) + 1} running)" if jobs > 1 else ""))
-                counted.start(name)  # a resumed variant's earlier share is done, not worked here
-                running[name] = (start_pretraining(recipes[name], env, threads), time.perf_counter())
-            time.sleep(0.2)
+    with interrupts_raise():
+        try:
+            while running or (todo and not failed):
+                while todo and not failed and len(running) < jobs:
+                    name = todo.pop(0)
+                    progress.stage(f"pretrain {name}: {budget:.3g} FLOPs budget"
+                                   + (f" ({len(running) + 1} running)" if jobs > 1 else ""))
+                    counted.start(name)  # a resumed variant's earlier share is done, not worked here
+                    running[name] = (start_pretraining(recipes[name], env, threads), time.perf_counter())
+                time.sleep(0.2)
+                for name, (proc, started) in list(running.items()):
+                    if proc.poll() is not None:
+                        reap(name, proc, started)
+                if stopped:  # a child was interrupted, not by the study: Ctrl-C to the group, or a signal to it
+                    raise KeyboardInterrupt(f"signal {stopped[0]}")
+                if threads and running and len(running) < jobs and not (todo and not failed):
+                    spread_threads(recipes, running, cores or threads * jobs, shares, progress, said)
+        except BaseException:
+            for proc, _ in running.values():
+                proc.send_signal(signal.SIGTERM)
             for name, (proc, started) in list(running.items()):
-                if proc.poll() is not None:
-                    reap(name, proc, started)
-            if threads and running and len(running) < jobs and not (todo and not failed):
-                spread_threads(recipes, running, cores or threads * jobs, shares, progress)
-    except BaseException:
-        for proc, _ in running.values():
-            proc.send_signal(signal.SIGTERM)
-        for name, (proc, started) in list(running.items()):
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            reap(name, proc, started)
-        raise
-    finally:
-        progress.detail = progress.partial = None
-        signal.signal(signal.SIGTERM, previous)
+                try:
+                    proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                reap(name, proc, started)
+            raise
+        finally:
+            progress.detail = progress.partial = None
     if failed:
         skipped = f"\nnot started: {', '.join(todo)}" if todo else ""
         raise RuntimeError("pretraining failed: " + "\n".join(failed) + skipped)
@@ -142,22 +160,76 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+@contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt("signal N") in the study while it waits on its
+    children, whatever it inherited (SIGINT ignored, in a background job); the handlers are put back."""
+    previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+
+
+def interrupt_signal(returncode: int) -> int | None:
+    """The signal that interrupted a child (Ctrl-C or SIGTERM), None when it ended otherwise: `encoderlab
+    pretrain` saves and exits 128 + the signal; one stopped before it set its handlers dies of it."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if returncode in (128 + s, -s):
+            return int(s)
+    return None
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(tail_lines(path, 8192)[-lines:])
 
 
 def spread_threads(recipes: dict[str, PretrainConfig], running: dict, cores: int, shares: dict[str, int | None],
-                   progress: Progress) -> None:
+                   progress: Progress, said: dict[str, tuple[int, int]] | None = None) -> None:
     """Give the cores of finished pretrainings to the ones still running, once nothing is left to
-    start (the first running ones get the remainder): each running child reads its new count from
-    its run directory at its next log step."""
+    start (the first running ones get the remainder), as far as the machine has them free: each
+    running child reads its new count from its run directory at its next log step.
+
+    On a machine busy with other work a run handed its finished sibling's core fell from 9,472 to 687
+    tokens/s (issue 51): torch's threads meet at every parallel region, and one of them waiting for a
+    core another process holds stalls the rest. So a run gets more threads only where the 1-minute
+    load average, less this study's own running threads, leaves cores free (free_cores); else it
+    keeps its count and the progress line says why, once (``said``: the last word per run). Called
+    again at every check, it hands the cores once the load falls: the finished run's own share
+    leaves the average within a minute or so."""
+    said = {} if said is None else said
+    own = sum(shares.get(n) or 1 for n in running)
+    room, load = free_cores(own)
+    allowed = cores if room is None else max(own, min(cores, room))
     each, extra = divmod(cores, len(running))
+    each_allowed, extra_allowed = divmod(allowed, len(running))
     for i, name in enumerate(running):
-        share = max(1, each + (i < extra))
-        if shares.get(name) != share:
+        want = max(1, each + (i < extra))
+        now = shares.get(name) or 1
+        share = max(now, min(want, each_allowed + (i < extra_allowed)))  # never taken away mid-run
+        if share != now:
             write_threads(Path(recipes[name].trainer.run_dir), share)
             shares[name] = share
             progress.stage(f"pretrain {name}: {share} threads from its next log step ({len(running)} running)")
+        if share < want and said.get(name) != (share, want):
+            progress.stage(f"pretrain {name}: stays at {share} thread{'s' if share > 1 else ''}, not {want}: {load} "
+                           "leaves no more cores free beyond this study's runs (more threads on busy cores slow a "
+                           "run down)")
+        said[name] = (share, want)
+
+
+def free_cores(own: int) -> tuple[int | None, str]:
+    """(The cores this study's running pretrainings may use without taking them from other work, a
+    phrase saying why): the machine's cores less the part of its 1-minute load average that is not
+    theirs (``own``: their threads now); (None, "") where the system has no load average. A load
+    within half a core of free counts as free."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None, ""
+    cpus = os.cpu_count() or 1
+    return int(cpus - max(0.0, load - own) + 0.5), f"the machine's load average {load:.1f} on {cpus} cores"
 
 
 def start_pretraining(recipe: PretrainConfig, env: dict, threads: int | None = None) -> subprocess.Popen:
@@ -188,16 +260,14 @@ def run_pool(fn: Callable, items: list, *, jobs: int, threads: int | None, on_re
     interrupted study keeps what it got. Leaving the pool terminates the workers, also on an error
     or a signal."""
     finished = [0]
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     progress.detail = lambda: [describe(finished[0])]
     try:
-        with multiprocessing.get_context("spawn").Pool(jobs, worker_init, (threads,)) as pool:
+        with interrupts_raise(), multiprocessing.get_context("spawn").Pool(jobs, worker_init, (threads,)) as pool:
             for result in pool.imap_unordered(fn, items):
                 finished[0] += 1
                 on_result(result)
     finally:
         progress.detail = progress.partial = None
-        signal.signal(signal.SIGTERM, previous)
 
 
 def run_inline(fn: Callable, items: Iterable, *, threads: int | None, on_result: Callable) -> None:

@@ -14,13 +14,11 @@ from pathlib import Path
 
 from encoderlab.config import ConfigError
 from encoderlab.data.store import TokenStore
-from encoderlab.eval.tasks import TaskDataError, resolve_dir
 from encoderlab.models.presets import preset
 from encoderlab.models.spec import FAMILY_MODEL_FIELDS, ModelSpec
 from encoderlab.objectives import build_networks
 from encoderlab.objectives.base import with_defaults
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
-from encoderlab.study.measure import task_spec
 from encoderlab.study.results import Checkpoint, FinetuneKey
 from encoderlab.study.stages import StageKey, fingerprint
 from encoderlab.train.config import InitConfig, PretrainConfig
@@ -64,26 +62,16 @@ def check_networks(cfg: StudyConfig) -> None:
             raise ConfigError(f"variant {v.name!r}: {e}") from None
 
 
-def check_tasks(cfg: StudyConfig, data: dict) -> None:
-    """Find every downstream task's files now: a missing glue_dir would otherwise stop the study at
-    its first fine-tuning, after hours of pretraining."""
-
-    for task in cfg.tasks:
-        try:
-            spec, data_dir = task_spec(task, data)
-            resolve_dir(spec, data_dir)
-        except (TaskDataError, ValueError) as e:
-            raise ConfigError(f"tasks: {task.name!r}: {e} (a study's glue_dir, or the task's own data_dir, "
-                              "names the folder)") from None
-
-
-def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path, *, seed: int = 0) -> PretrainConfig:
+def variant_recipe(cfg: StudyConfig, v: VariantSpec, data: dict, run_dir: Path, *, seed: int = 0,
+                   vocab_size: int | None = None) -> PretrainConfig:
     """The variant's recipe; pretraining seed ``seed`` > 0 adds to base's trainer.seed (initialisation,
-    data order and the held-out masks), seed 0's is base's own."""
+    data order and the held-out masks), seed 0's is base's own. ``vocab_size``: in place of the token
+    store's (the store not made yet: study/inputs.py checks every recipe before the data stage)."""
 
     base = cfg.base
     model = family_model(base.model, v.model)
-    model_cfg = resolve_model(model, InitConfig(), TokenStore(data["store"]).vocab_size)
+    vocab = TokenStore(data["store"]).vocab_size if vocab_size is None else vocab_size
+    model_cfg = resolve_model(model, InitConfig(), vocab)
     steps = steps_for_budget(model_cfg, v.objective, base.data.batch_size, base.data.seq_len, cfg.budget_flops)
     every = max(1, round(min(cfg.eval_fractions) * steps))
     try:

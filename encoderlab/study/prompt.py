@@ -31,7 +31,7 @@ from pathlib import Path
 
 from encoderlab.config import ConfigError
 from encoderlab.eval import prompting
-from encoderlab.eval.tasks import BUILTIN, TaskDataError, get_task, resolve_dir
+from encoderlab.eval.tasks import BUILTIN, get_task
 from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
 from encoderlab.study.measure import task_spec
@@ -82,16 +82,6 @@ def _check_task(name: str, cfg: StudyConfig) -> None:
     if not (cfg.prompt.template or spec.template) or not (cfg.prompt.verbalizer or spec.verbalizer):
         raise ConfigError(f"prompt_tasks: {name!r} has no prompt template and verbalizer (eval/tasks.py): the "
                           f"built-in tasks with one are {with_pattern}, or a task-spec YAML may give its own")
-
-
-def check_prompt_data(cfg: StudyConfig, data: dict) -> None:
-    """Find every prompt task's files now, as plan.check_tasks does for the fine-tuning tasks."""
-    for name in cfg.prompt_tasks:
-        try:
-            resolve_dir(*task_spec(task_ref(cfg, name), data))
-        except (TaskDataError, ValueError) as e:
-            raise ConfigError(f"prompt_tasks: {name!r}: {e} (a study's glue_dir, or the data_dir of the task "
-                              "of that name in tasks, names the folder)") from None
 
 
 def task_ref(cfg: StudyConfig, name: str) -> TaskRef:

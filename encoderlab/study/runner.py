@@ -3,7 +3,8 @@ checkpoints, time all variants side by side, and write the report.
 
 Stages are recorded in ``OUT/stages.json`` with a fingerprint of everything they depend on
 (study/stages.py), so a rerun skips finished stages, adding a variant runs only that variant, and an
-interrupted study continues where it stopped. The plan (each variant's PretrainConfig and its
+interrupted study continues where it stopped. What it will read is checked first (study/inputs.py),
+then the data stage runs (study/data_stage.py). The plan (each variant's PretrainConfig and its
 fine-tunings) is study/plan.py; processes and signals study/launch.py; what is measured
 study/measure.py and study/speed.py; results are typed (study/results.py) and the claims and report
 read those.
@@ -11,29 +12,24 @@ read those.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from encoderlab.checkpoint import load_model
 from encoderlab.config import ConfigError
-from encoderlab.data.corpus import Corpus, CorpusConfig
-from encoderlab.data.prepare import PrepareConfig, prepare
-from encoderlab.data.store import TokenStore
-from encoderlab.data.tokenizer import load_tokenizer, train_tokenizer
+from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.device import resolve_device
 from encoderlab.models.build import build_model
 from encoderlab.models.config import ModelConfig
 from encoderlab.objectives.base import ObjectiveConfig
 from encoderlab.precision import machine_kind
 from encoderlab.study import blimp, launch, measure, runs, speed
-from encoderlab.study.blimp import paradigm_files
 from encoderlab.study.config import StudyConfig, VariantSpec
-from encoderlab.study.demo_corpus import build_cached
+from encoderlab.study.data_stage import prepare_data
+from encoderlab.study.inputs import check_inputs
 from encoderlab.study.lr import chosen, pick_learning_rates
 from encoderlab.study.metrics import LATENCY_MS
 from encoderlab.study.plan import (
     FinetuneUnit,
-    check_tasks,
     family_of,
     finetune_grid,
     finetune_units,
@@ -45,7 +41,7 @@ from encoderlab.study.plan import (
 )
 from encoderlab.study.probes import planned_probes, probe_weight, run_probes
 from encoderlab.study.progress import PRETRAIN_UNITS, Progress
-from encoderlab.study.prompt import check_prompt_data, prompt_stage_weights, prompt_total_weight, run_prompting
+from encoderlab.study.prompt import prompt_stage_weights, prompt_total_weight, run_prompting
 from encoderlab.study.report import write_report
 from encoderlab.study.results import Measure, Pretraining, Replica, Speed, StudyResults, VariantResult
 from encoderlab.study.stages import StageKey, Stages, fingerprint
@@ -70,15 +66,11 @@ def run_study(cfg: StudyConfig, *, log=print) -> dict:
 
 
 def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
+    # Every file the study will read, before the data stage: not after a tokenizer or the pretraining.
+    progress.stage("checking the study's inputs: corpus, recipes, task files, evaluation files")
+    check_inputs(cfg, out)
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
-    check_tasks(cfg, data)
-    check_prompt_data(cfg, data)
-    if cfg.blimp:  # a missing folder stops the study now, not after hours of pretraining
-        try:
-            paradigm_files(cfg.blimp)
-        except FileNotFoundError as e:
-            raise ConfigError(f"blimp: {e}") from None
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * len(list(finetune_grid(cfg, v))) * cfg.pretrain_seeds
                           for v in cfg.variants)
     progress.total += sum(probe_weight(cfg, recipes[n], kind) for kind, n, _ in planned_probes(cfg))
@@ -189,74 +181,6 @@ def check_machines(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages:
                               "variant's pretraining runs are its replicates, so they run on one kind of machine: "
                               "finish it on one of that kind, or set mixed_machines: true in the study (the report "
                               "then names the variants that mixed)")
-
-
-# ---- data ----------------------------------------------------------------------------------------
-def prepare_data(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
-    if cfg.store:
-        store = TokenStore(cfg.store)
-        return {"store": cfg.store, "tokenizer": str(store.tokenizer_dir), "demo_task": None,
-                "tokens": store.num_tokens}
-    seed = cfg.base.trainer.seed
-    key_fp = fingerprint(cfg.corpus, cfg.tokenizer, cfg.vocab_size, cfg.max_documents, seed,
-                         *([cfg.doc_split] if cfg.doc_split != "blank_line" else []))  # older stages stay valid
-    got = stages.cached(StageKey.data(), key_fp, lambda: _prepare(cfg, out, progress))
-    if not Path(got["store"]).exists():
-        # The stage records came without the data (a fresh clone of committed stages): prepare it again
-        # and check it is the data the recorded runs trained on before any of them is read or continued.
-        progress.stage(f"data: {got['store']} is not on this machine; preparing it again from the corpus")
-        again = _prepare(cfg, out, progress)
-        differs = [f"{k}: recorded {got[k]!r}, here {again[k]!r}" for k in ("tokens", TOKENIZER_DIGEST)
-                   if k in got and got[k] != again[k]]
-        if differs:
-            raise ConfigError(f"the data prepared here is not the data the study's stages record "
-                              f"({'; '.join(differs)}): the recorded runs trained on another corpus or tokenizer. "
-                              "Give the study the corpus it ran on, or another out_dir")
-        stages.put(StageKey.data(), key_fp, again)
-        return again
-    if TOKENIZER_DIGEST not in got:  # a stage written before the digest, its files here: add it
-        got = {**got, TOKENIZER_DIGEST: tokenizer_digest(got["tokenizer"])}
-        stages.put(StageKey.data(), key_fp, got)
-    return got
-
-
-TOKENIZER_DIGEST = "tokenizer_sha256"
-
-
-def tokenizer_digest(tok_dir: str | Path) -> str:
-    """sha256 of a tokenizer folder's files (names and bytes, in name order)."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in Path(tok_dir).rglob("*") if p.is_file()):
-        h.update(f.relative_to(tok_dir).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
-
-
-def _prepare(cfg: StudyConfig, out: Path, progress: Progress) -> dict:
-    seed = cfg.base.trainer.seed
-    data_dir = out / "data"
-    corpus, demo_task = list(cfg.corpus), None
-    if not corpus:
-        progress.stage("data: extracting the demo corpus (standard-library docstrings)")
-        info = build_cached(data_dir / "demo")
-        corpus, demo_task = [str(data_dir / "demo" / "corpus.txt")], str(data_dir / "demo" / "task")
-        progress.stage(f"data: {info['passages']} passages, {info['words']} words; task labels {info['labels']}")
-    ccfg = CorpusConfig(paths=tuple(corpus), doc_split=cfg.doc_split)
-    tok_dir = cfg.tokenizer
-    if tok_dir is None:
-        tok_dir = str(data_dir / "tokenizer")
-        progress.stage(f"data: training a WordPiece tokenizer (vocab {cfg.vocab_size})")
-        train_tokenizer(_capped(Corpus(ccfg), cfg.max_documents), vocab_size=cfg.vocab_size, out=tok_dir)
-    progress.stage("data: tokenizing into the token store")
-    meta = prepare(PrepareConfig(corpus=ccfg, seed=seed, valid_fraction=0.05), tok_dir, data_dir / "store")
-    return {"store": str(data_dir / "store"), "tokenizer": tok_dir, "demo_task": demo_task,
-            "tokens": meta["counts"]["train"]["tokens"], TOKENIZER_DIGEST: tokenizer_digest(tok_dir)}
-
-
-def _capped(it, n):
-    for i, x in enumerate(it):
-        if n is not None and i >= n:
-            return
-        yield x
 
 
 def task_baselines(cfg: StudyConfig, data: dict, stages: Stages, progress: Progress) -> dict:
