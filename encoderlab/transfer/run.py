@@ -102,7 +102,8 @@ def transfer_point(model_dir: str | Path, tasks: list[str], out: str | Path, *, 
     tok = load_tokenizer(model_dir)
     digest = tokenizer_files_digest(model_dir)
     arch = arch_key(pretrained)
-    pretraining = run_record(model_dir)
+    # a run's checkpoint (RUN/checkpoints/step-N) reads its run's own record
+    pretraining = run_record(model_dir.parent.parent if model_dir.parent.name == "checkpoints" else model_dir)
     flops = flops if flops is not None else pretraining.get("flops")
     common = {"protocol": cfg.to_dict(), "tokenizer_sha256": digest, "machine": machine_kind(),
               "host": platform.node(), "versions": versions()}
