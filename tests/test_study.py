@@ -158,7 +158,9 @@ def test_interrupted_study_continues_from_its_stages(tmp_path, monkeypatch):
     assert bert.replicas[0].curve.eval and bert.replicas[0].run_dir.endswith("bert@seed1")
     control = report["controls"]["tasks"]["demo"]
     assert report["controls"]["variant"] == "bert" and control["task"] and len(control["per_seed"]) == 2
-    assert 0 <= report["baselines"]["demo"]["bow"] <= 1 and {"control:demo", "bow:demo"} <= set(stages.data)
+    assert 0 <= report["baselines"]["demo"]["bow"] <= 1
+    assert {"control:demo", "bow:demo", "ngram:demo"} <= set(stages.data)
+    assert report["baselines"]["demo"]["ngram"] is None or 0 <= report["baselines"]["demo"]["ngram"] <= 1
     text = (out / "report.md").read_text()
     assert "| random init (bert's architecture, no pretraining) |" in text and "| bag-of-words" in text
     assert "| variant | BLiMP dev (2 of 67 paradigms) | demo |\n|---|---|---|\n| bert | " in text

@@ -196,3 +196,31 @@ def test_the_frontier_says_where_bert_first_transfers(tmp_path):
     result = frontier([tmp_path])
     assert result["sentence"].startswith("bert first beats its random-init twin") and "2.3e+14" in result["sentence"]
     assert "| cola | 0.310 | 0.110 | 0.200" in markdown(result)
+
+
+def test_the_ngram_baseline_reads_chinese_where_bag_of_words_cannot():
+    """Issue 51: study/bow.py's \\w+ "words" are whole Chinese clauses, so it scored 0.29 where a
+    character n-gram model scored 0.83. Here the sentiment is one two-character word inside clauses
+    written without spaces, each clause otherwise unique: character 1-2-grams read it, clauses cannot."""
+    from encoderlab.eval.finetune import FinetuneConfig
+    from encoderlab.eval.probe import NgramFeatures, is_cjk
+    from encoderlab.eval.tasks import TaskData
+    from encoderlab.study.bow import bow_score
+
+    rng = random.Random(0)
+    filler = [chr(c) for c in range(0x4E00, 0x4E00 + 400)]
+    good, bad = ["很好", "满意", "喜欢"], ["很差", "失望", "讨厌"]
+
+    def example(i):
+        y = rng.randrange(2)
+        left, right = "".join(rng.sample(filler, 6)), "".join(rng.sample(filler, 6))
+        return Example(left + rng.choice(good if y else bad) + right, None, y, i)
+
+    data = [example(i) for i in range(900)]
+    assert is_cjk([e.text_a for e in data]) and not is_cjk(["the movie was good"])
+    assert NgramFeatures(data[:100]).cjk
+    spec = TaskSpec(name="zh", text_a="text", label="label", labels=("neg", "pos"))
+    got = ngram_baseline(spec, data[:500], data[500:600], {"dev": data[600:]})
+    assert got["score"]["dev"] > 0.95 and got["analyzers"] == "character 1-2-grams"
+    td = TaskData(spec, ("neg", "pos"), data[:600], {"dev": data[600:]}, {})
+    assert bow_score(td, FinetuneConfig()) < 0.65  # every clause a word of its own: near chance

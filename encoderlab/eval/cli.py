@@ -238,6 +238,11 @@ def _finetune(args) -> int:
                   f"max {s['max']:.4f}, std {s['std']:.4f})")
         print("pretraining adds: " + ", ".join(f"{k} {d:+.4f}" for k, d in r["pretraining_gain"].items())
               + " (median pretrained - median random init; compare with the seeds' std)")
+        r["ngram_baseline"] = _ngram(args, cfg)
+        if r["ngram_baseline"] is not None:
+            print("n-gram baseline (scikit-learn TF-IDF n-grams and a linear model, no encoder; its regularisation "
+                  "chosen on a held-out fifth of the same training examples): "
+                  + ", ".join(f"{k} {v:.4f}" for k, v in r["ngram_baseline"]["scores"].items()))
     path = _write(r, args.out, "finetune", r["task"])
     if "split" in r:
 
@@ -245,6 +250,32 @@ def _finetune(args) -> int:
         split = write_split(r["split"], data.evals["dev"], data.labels, path.with_suffix(".split.json"))
         print(f"dev split: {split}")
     return 0
+
+
+def _ngram(args, cfg: FinetuneConfig) -> dict | None:
+    """The n-gram baseline on the examples the fine-tunings saw (eval/probe.py); None, said so, without
+    scikit-learn (it comes with the study extra)."""
+    from encoderlab.eval.probe import _sklearn, ngram_baseline
+
+    try:
+        _sklearn()
+    except ImportError:
+        print("n-gram baseline: needs scikit-learn (pip install 'encoderlab[study]')")
+        return None
+    from encoderlab.eval.finetune import subset
+    from encoderlab.study.lr import heldout_split
+
+    spec = get_task(args.task)
+    data = load_task(spec, args.data_dir)
+    rest, held = heldout_split(subset(data.train, cfg.max_train_examples))
+    evals = {k: subset(v, cfg.max_eval_examples) for k, v in data.evals.items()}
+    try:
+        got = ngram_baseline(spec, rest, held, evals)
+    except ValueError as e:  # too few examples for a vocabulary, or one class: the fine-tunings' scores stand
+        print(f"n-gram baseline: not computed ({e})")
+        return None
+    dev = next(iter(evals))
+    return {"scores": got["scores"][dev], "score": got["score"][dev], "analyzers": got["analyzers"], "split": dev}
 
 
 def _glue(args) -> int:

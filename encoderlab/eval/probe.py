@@ -6,8 +6,9 @@ a strong n-gram baseline that needs no encoder at all.
   regression (regression) from scikit-learn on the standardized features. What pretraining put into
   the representation, with no fine-tuning noise: the same probe on the architecture's fresh weights
   is its control (random features are a known, non-trivial baseline).
-- **N-gram baseline.** TF-IDF of word 1-2-grams and character 2-4-grams within word boundaries (so a
-  Chinese clause is not one "word": study/bow.py's ``\\w+`` tokens are), with the same linear models.
+- **N-gram baseline.** TF-IDF of word 1-2-grams and character 2-5-grams within word boundaries, or of
+  character 1-2-grams for Chinese and Japanese (a Chinese clause is not one "word", as study/bow.py's
+  ``\\w+`` tokens made it), with the same linear models.
   For a sentence pair: the features of each side and their elementwise product (the n-grams both
   share, weighted), plus the two sides' cosine similarity: the lexical-overlap signal STS-B and MRPC
   reward.
@@ -17,6 +18,8 @@ fixed grid, fit on the rest, and are scored as the fine-tunings are (eval/finetu
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import torch
@@ -62,9 +65,20 @@ def encoder_features(pretrained: nn.Module, tok: Tokenizer, examples: list[Examp
     return out
 
 
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def is_cjk(texts: list[str], share: float = 0.3) -> bool:
+    """Whether the texts are mostly Chinese or Japanese (at least ``share`` of their non-space characters
+    are CJK ideographs or kana): they have no spaces between words, so "words" are whole clauses."""
+    chars = "".join(texts[:2000]).replace(" ", "")
+    return bool(chars) and len(CJK.findall(chars)) >= share * len(chars)
+
+
 class NgramFeatures:
-    """TF-IDF word 1-2-grams + character 2-4-grams (within word boundaries), fitted on training text;
-    for pairs [a, b, a * b, cos(a, b)]."""
+    """TF-IDF n-grams fitted on training text, chosen by the language: character 1-2-grams for Chinese
+    and Japanese (no word boundaries to split on), word 1-2-grams plus character 2-5-grams within word
+    boundaries elsewhere; for pairs [a, b, a * b, cos(a, b)]."""
 
     def __init__(self, train: list[Example], max_features: int = 50_000):
         _sklearn()
@@ -72,12 +86,14 @@ class NgramFeatures:
         from sklearn.pipeline import FeatureUnion
 
         self.pairs = bool(train) and train[0].text_b is not None
-        self.union = FeatureUnion([
-            ("word", TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=max_features, sublinear_tf=True)),
-            ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=2, max_features=max_features,
-                                     sublinear_tf=True)),
-        ])
         texts = [e.text_a for e in train] + ([e.text_b or "" for e in train] if self.pairs else [])
+        self.cjk = is_cjk(texts)
+        parts = [("char", TfidfVectorizer(analyzer="char", ngram_range=(1, 2), min_df=2, max_features=max_features,
+                                          sublinear_tf=True))] if self.cjk else [
+            ("word", TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=max_features, sublinear_tf=True)),
+            ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, max_features=max_features,
+                                     sublinear_tf=True))]
+        self.union = FeatureUnion(parts)
         self.union.fit(texts)
 
     def __call__(self, examples: list[Example]):
@@ -151,9 +167,11 @@ def linear_scores(spec: TaskSpec, featurize, rest: list[Example], held: list[Exa
 
 
 def ngram_baseline(spec: TaskSpec, rest: list[Example], held: list[Example], evals: dict[str, list[Example]]) -> dict:
-    """The n-gram baseline's :func:`linear_scores` (its vocabulary from ``rest`` alone)."""
+    """The n-gram baseline's :func:`linear_scores` (its vocabulary from ``rest`` alone), with the
+    analyzers it chose."""
     feats = NgramFeatures(rest)
-    return linear_scores(spec, feats, rest, held, evals, standardize=False)
+    return {**linear_scores(spec, feats, rest, held, evals, standardize=False),
+            "analyzers": "character 1-2-grams" if feats.cjk else "word 1-2-grams + character 2-5-grams"}
 
 
 def linear_probe(pretrained: nn.Module, tok: Tokenizer, spec: TaskSpec, rest: list[Example], held: list[Example],

@@ -361,6 +361,9 @@ def _references(results: StudyResults, task: str, names: list[str]) -> list[tupl
     if base.get("bow") is not None:
         out.append(("bag-of-words baseline", base["bow"], {"color": "black", "linestyle": "-.", "linewidth": 1},
                     None))
+    if base.get("ngram") is not None:
+        out.append(("n-gram baseline (scikit-learn)", base["ngram"], {"color": "black", "linestyle": ":",
+                                                                      "linewidth": 1.2}, None))
     if base.get("majority") is not None:
         # wide and pale: a control or the bag-of-words at the same score (an MCC of 0) draws over it, not out
         out.append(("majority class (regression: a constant)", base["majority"],

@@ -77,6 +77,9 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
     if any("bow" in b for b in baselines.values()):
         lines.append("| bag-of-words (logistic; ridge for regression) | "
                      + " | ".join(_fmt(baselines.get(t, {}).get("bow")) for t, _ in cols) + " |")
+    if any("ngram" in b for b in baselines.values()):
+        lines.append("| n-gram (scikit-learn TF-IDF, logistic; ridge for regression) | "
+                     + " | ".join(_fmt(baselines.get(t, {}).get("ngram")) for t, _ in cols) + " |")
     last = max(f for _, f in cols)
     for name, control in _controls(controls):
         ctl = control.get("tasks", {})

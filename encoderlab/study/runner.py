@@ -184,8 +184,9 @@ def check_machines(cfg: StudyConfig, recipes: dict[str, PretrainConfig], stages:
 
 
 def task_baselines(cfg: StudyConfig, data: dict, stages: Stages, progress: Progress) -> dict:
-    """Per task the one-class scores and majority class (measure.task_baselines) and the bag-of-words
-    baseline, a stage of its own per task (it fits a model: about 5 s a task at 4,000 examples)."""
+    """Per task the one-class scores and majority class (measure.task_baselines), the bag-of-words
+    baseline and the scikit-learn n-gram baseline (eval/probe.py, the strong one), each a stage of its
+    own per task (each fits a model: seconds a task at 4,000 examples)."""
     out = measure.task_baselines(cfg, data)
     ft = {k: x for k, x in cfg.finetune.to_dict().items() if k != "device"}
     for task in cfg.tasks:
@@ -193,6 +194,9 @@ def task_baselines(cfg: StudyConfig, data: dict, stages: Stages, progress: Progr
         out[task.name]["bow"] = stages.cached(StageKey.bow(task.name), fp,
                                               lambda task=task: measure.bow_baseline(task, cfg, data),
                                               progress=progress, label=f"bag-of-words baseline on {task.name}")
+        out[task.name]["ngram"] = stages.cached(StageKey.ngram(task.name), fp,
+                                                lambda task=task: measure.ngram_baseline(task, cfg, data),
+                                                progress=progress, label=f"n-gram baseline on {task.name}")
     return out
 
 

@@ -73,6 +73,10 @@ class StageKey:
         return cls("bow", task=task)
 
     @classmethod
+    def ngram(cls, task: str) -> StageKey:
+        return cls("ngram", task=task)
+
+    @classmethod
     def control(cls, task: str, shape: str | None = None) -> StageKey:
         """The random-init control fine-tuned on ``task``: the main one (``shape`` None: the bert role's
         architecture), or that of variant ``shape``'s architecture where it differs."""
@@ -114,7 +118,7 @@ class StageKey:
             return f"{k}:{self.run}"
         if k in ("zeroshot", "blimp"):
             return f"{k}:{self.run}@{self.fraction:g}"
-        if k == "bow":
+        if k in ("bow", "ngram"):
             return f"{k}:{self.task}"
         if k in ("control", "control_blimp"):  # the main control's keys as they always were
             name = self.task or "blimp" + (f"+{self.network}" if self.network else "")

@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from encoderlab.study.judge import task_signal
+from encoderlab.study.judge import control_of, task_signal
 from encoderlab.study.results import VariantResult
 
 V = dict[str, VariantResult]
-
-
-def control_of(controls: dict, name: str) -> dict | None:
-    """The random-init control of variant ``name``'s architecture (the main one, or its shape's)."""
-    shape = (controls.get("of") or {}).get(name, controls.get("variant"))
-    if shape == controls.get("variant"):
-        return controls
-    return (controls.get("shapes") or {}).get(shape)
 
 
 def variant_lr(r: VariantResult, task: str) -> float | None:
@@ -46,10 +38,13 @@ def transfer_section(v: V, baselines: dict, controls: dict | None, bert: str = "
              "architecture from random weights, and better than a model of the words alone? A task where it does "
              "not can carry no claim about pretraining (its claims are \"not testable at this budget\"). "
              f"{bert} against its random-init twin (95% interval of the difference, paired by fine-tuning seed over "
-             "the pretraining runs; ✓ beyond it), the bag-of-words baseline (study/bow.py) and the majority class; "
+             "the pretraining runs; ✓ beyond it), the bag-of-words baseline (study/bow.py), the n-gram baseline "
+             "(TF-IDF n-grams by language and a linear model, eval/probe.py; – where the study predates it) and "
+             "the majority class; "
              "then how many variants beat their own twin:", "",
              f"| task | {bert} | random init ({bert}'s architecture) | {bert} - random [95%] | bag-of-words "
-             "| majority | variants above their twin (of all) |", "|---|---|---|---|---|---|---|"]
+             "| n-gram (scikit-learn) | majority | variants above their twin (of all) |",
+             "|---|---|---|---|---|---|---|---|"]
     for t in tasks:
         b = v[bert].seed_scores().get(t) if bert in v else None
         ok, e = (against.get(bert) or {}).get(t, (False, None))
@@ -58,7 +53,8 @@ def transfer_section(v: V, baselines: dict, controls: dict | None, bert: str = "
         above = [n for n, tests in against.items() if tests.get(t, (False,))[0]]
         base = baselines.get(t) or {}
         lines.append(f"| {t} | {_f(None if b is None else float(np.mean(b)))} | {_f(ctl)} | {diff} | "
-                     f"{_f(base.get('bow'))} | {_f(base.get('majority'))} | {len(above)} of {len(against)} |")
+                     f"{_f(base.get('bow'))} | {_f(base.get('ngram'))} | {_f(base.get('majority'))} | "
+                     f"{len(above)} of {len(against)} |")
     mismatched = []
     for n, r in v.items():
         ctl = control_of(controls, n)

@@ -148,7 +148,8 @@ def baselines(data: TaskData) -> dict:
     evals = {dev: data.evals[dev]}
     major = one_class_scores(dataclasses.replace(data, evals=evals), FinetuneConfig(max_eval_examples=None))
     ngram = ngram_baseline(data.spec, data.train, data.evals["heldout"], evals)
-    return {"majority": max(major), "ngram": ngram["score"][dev], "ngram_regularisation": ngram["regularisation"]}
+    return {"majority": max(major), "ngram": ngram["score"][dev], "ngram_regularisation": ngram["regularisation"],
+            "ngram_analyzers": ngram["analyzers"]}
 
 
 def summary(result: dict) -> dict:
