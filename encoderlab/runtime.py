@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from encoderlab.nn.config import EncoderConfig
-from encoderlab.nn.encoder import Encoder
+from encoderlab.nn.encoder import EXPLICIT_BF16_MAX_LEN, Encoder, attention_kernel
 from encoderlab.precision import PrecisionChoice, bf16_products_fast, resolve_precision
 
 ATTENTION_KERNELS = ("sdpa", "explicit")
@@ -33,7 +33,8 @@ class Runtime:
 
     device: torch.device
     precision: PrecisionChoice
-    attention: str  # sdpa | explicit: bf16 attention at short lengths on the CPU
+    attention: str  # sdpa | explicit: bf16 attention at short lengths on the CPU (the value models receive)
+    attention_dropout: float = 0.0  # the encoder's: with it, training on the CPU runs explicit products
 
     def __post_init__(self):
         if self.attention not in ATTENTION_KERNELS:
@@ -46,8 +47,17 @@ class Runtime:
                 m.set_attention_kernel(self.attention == "explicit")
         return model
 
+    def kernels(self) -> dict[str, str]:
+        """The attention each phase of this run actually computes, by the layers' own rule
+        (nn/encoder.attention_kernel) at a short and a long length: what the record says."""
+        def at(p: float) -> str:
+            short, long = (attention_kernel(self.device.type, self.precision.bf16, n, p, self.attention == "explicit")
+                           for n in (EXPLICIT_BF16_MAX_LEN, EXPLICIT_BF16_MAX_LEN + 1))
+            return short if short == long else f"{short} up to length {EXPLICIT_BF16_MAX_LEN}, {long} above"
+        return {"training": at(self.attention_dropout), "inference": at(0.0)}
+
     def to_dict(self) -> dict:
-        return {**self.precision.to_dict(), "attention": self.attention}
+        return {**self.precision.to_dict(), "attention": self.attention, "attention_kernels": self.kernels()}
 
 
 def resolve_runtime(precision: str, device: torch.device | str, encoder: EncoderConfig) -> Runtime:
@@ -59,4 +69,5 @@ def resolve_runtime(precision: str, device: torch.device | str, encoder: Encoder
     explicit = device.type == "cpu" and choice.bf16 and (
         choice.probe["bf16_fast"] if choice.probe is not None
         else bf16_products_fast(encoder.hidden_size, encoder.intermediate_size))
-    return Runtime(device=device, precision=choice, attention="explicit" if explicit else "sdpa")
+    return Runtime(device=device, precision=choice, attention="explicit" if explicit else "sdpa",
+                   attention_dropout=encoder.attention_dropout)

@@ -111,3 +111,27 @@ def test_bf16_attention_path_follows_the_precision_probe(monkeypatch, tmp_path):
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
             enc(ids)
         assert len(calls) == sdpa_calls
+
+
+def test_the_recorded_attention_kernel_is_the_one_that_runs(monkeypatch):
+    """Issue 50: a CPU run in fp32 with attention dropout recorded `attention: sdpa` while training ran
+    the explicit products. The record now comes from the layers' own rule: each phase's kernel as run."""
+    from encoderlab.nn.encoder import Encoder
+    from encoderlab.runtime import resolve_runtime
+
+    ran = []
+    for name in ("sdpa", "explicit"):
+        f = encoder_module.ATTENTION[name]
+        monkeypatch.setitem(encoder_module.ATTENTION, name, lambda *a, _f=f, _n=name: ran.append(_n) or _f(*a))
+    ids = torch.randint(5, 50, (2, 9))
+    for dropout in (0.0, 0.1):
+        cfg = EncoderConfig(vocab_size=50, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=64,
+                            hidden_dropout=0.0, attention_dropout=dropout)
+        enc = Encoder(cfg)
+        runtime = resolve_runtime("fp32", "cpu", cfg)
+        runtime.apply(enc)
+        ran.clear()
+        enc.train()(ids)
+        enc.eval()(ids)
+        assert runtime.kernels() == {"training": ran[0], "inference": ran[1]}
+        assert runtime.to_dict()["attention_kernels"]["training"] == ("explicit" if dropout else "sdpa")

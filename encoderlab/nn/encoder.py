@@ -160,15 +160,19 @@ class SelfAttention(nn.Module):
 
 
     def kernel(self, q: torch.Tensor, p: float) -> str:
-        """Explicit products on the CPU where they beat SDPA (benchmarks/attention.py): SDPA has no
-        fused dropout there (with dropout_p > 0 it runs these same products but draws its mask per
-        element, which costs more than they do), and in bf16 at short lengths its flash kernel is
-        slower than two batched products, forward and above all backward, where bf16 products are
-        fast (explicit_bf16, chosen outside the model). SDPA everywhere else."""
-        if q.device.type != "cpu":
-            return "sdpa"
-        bf16_short = q.dtype == torch.bfloat16 and q.shape[-2] <= EXPLICIT_BF16_MAX_LEN
-        return "explicit" if p > 0.0 or (bf16_short and self.explicit_bf16) else "sdpa"
+        return attention_kernel(q.device.type, q.dtype == torch.bfloat16, q.shape[-2], p, self.explicit_bf16)
+
+
+def attention_kernel(device_type: str, bf16: bool, length: int, p: float, explicit_bf16: bool) -> str:
+    """The one rule for which attention runs (a layer calls it per call, runtime.Runtime.kernels to
+    record it): explicit products on the CPU where they beat SDPA (benchmarks/attention.py): SDPA has
+    no fused dropout there (with dropout_p > 0 it runs these same products but draws its mask per
+    element, which costs more than they do), and in bf16 at short lengths its flash kernel is slower
+    than two batched products, forward and above all backward, where bf16 products are fast
+    (explicit_bf16, chosen outside the model). SDPA everywhere else."""
+    if device_type != "cpu":
+        return "sdpa"
+    return "explicit" if p > 0.0 or (bf16 and length <= EXPLICIT_BF16_MAX_LEN and explicit_bf16) else "sdpa"
 
 
 def sdpa_attention(q, k, v, mask, p: float) -> torch.Tensor:
