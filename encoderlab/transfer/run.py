@@ -70,8 +70,11 @@ def run_record(run_dir: Path) -> dict:
             for split in ("run", "train", "eval")}
     config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").is_file() else {}
     train = last["train"]
+    rates = [x["tokens_per_s"] for x in lines if x.get("split") == "train" and x.get("tokens_per_s")]
     return {"seed": (config.get("trainer") or {}).get("seed"), "flops": train.get("flops"), "steps": train.get("step"),
-            "elapsed_s": train.get("elapsed_s"), "threads": train.get("threads"),
+            "elapsed_s": train.get("elapsed_s"), "threads": train.get("threads"), "tokens": train.get("tokens"),
+            # the fastest logged stretch: the run's rate with the least else on its cores
+            "best_tokens_per_s": max(rates, default=None),
             "machine": last["run"].get("machine"), "precision": last["run"].get("precision"),
             "eval": {k: v for k, v in last["eval"].items() if k.startswith("eval_") or k == "step"}}
 
