@@ -248,7 +248,8 @@ def train_seed(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Finet
         "train_examples_per_s": seen / train_time, "eval_examples_per_s": eval_n / max(eval_time, 1e-9),
         "train_time_s": train_time, "device": str(device),  # CPU and GPU draw other dropout streams
         "machine": machine_kind(device),
-        "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.kernels(),
+        "precision": precision.precision, "precision_reason": precision.reason, "attention": runtime.attention,
+        "attention_kernels": runtime.kernels(),
         **({"init": init} if init != "pretrained" else {}),
         **(stopping.record(len(losses)) if stopping is not None else {}),
         **({"curve": curve.points} if curve is not None else {}),
