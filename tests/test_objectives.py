@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -396,13 +397,18 @@ def test_overfit_one_batch(name):
                              {"params": [p for p in model.parameters() if id(p) in hold], "lr": 0.0}], lr=1e-2)
     batch = _batch(pairs)
     steps = 120
+    last: list[dict[str, float]] = []
     for step in range(steps):
         obj.on_step_start(model, step)
         out = obj(model, batch, torch.Generator().manual_seed(0), step)  # same batch, same masking
         opt.zero_grad()
         out.loss.backward()
         opt.step()
-    final = {k: (n / d).item() for k, (n, d) in out.metrics.items()}
+        last = (last + [{k: (n / d).item() for k, (n, d) in out.metrics.items()}])[-10:]
+    # The median of the last 10 steps: AdamW at lr 1e-2 on one batch spikes for single steps, and where
+    # the last step lands on one depends on the CPU's kernels (two-stage's discriminator on an AVX2-only
+    # EPYC: 0.054 at step 109, 0.769 at 119, 0.054 at 129; under 0.1 from step 69 on otherwise).
+    final = {k: float(np.median([m[k] for m in last if k in m])) for k in last[-1]}
     for metric, limit in thresholds.items():
         if limit < 0:  # a floor: -x means "at least x"
             assert final[metric] > -limit, f"{name}: {metric} {final[metric]:.3f} not above {-limit}"

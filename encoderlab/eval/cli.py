@@ -207,7 +207,7 @@ def _resolved(model, precision: str):
     runtime = resolve_runtime(precision, "cpu", deployed(model).encoder.config)
     runtime.apply(model)
     choice = runtime.precision
-    print(f"precision {choice.precision} ({choice.reason}); attention {runtime.kernels()}")
+    print(f"precision {choice.precision} ({choice.reason}); attention {runtime.attention} ({runtime.kernels()})")
     return choice.precision
 
 
