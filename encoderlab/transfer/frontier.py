@@ -169,6 +169,19 @@ def _hours(p: dict) -> str:
     return f"{p['core_hours']:.2f} core-hours{extra}"
 
 
+PLAUSIBLE = 1e20  # FLOPs: past this a straight line in log FLOPs says no more than "not at this scale"
+
+
+def _budget_needed(needs: list[float], rate: float) -> str:
+    if len(needs) < 2:
+        return ""
+    f = max(needs)
+    if f > PLAUSIBLE:
+        return f"; both conditions only past {PLAUSIBLE:.0e} FLOPs: no budget a CPU (or this model size) reaches"
+    return (f"; both conditions at about {f:.3g} FLOPs, {f * rate:.0f} core-hours "
+            f"({f * rate / 48:.1f} days of a 2-core machine)")
+
+
 def sentence(points: list[dict], family: str = "bert") -> str:
     """The frontier's one sentence for ``family`` at the protocol's default training-set size."""
     mine = [p for p in points if p["family"] == family and p["train_examples"] == 4000]
@@ -194,9 +207,9 @@ def sentence(points: list[dict], family: str = "bert") -> str:
              "(a guess, not a measurement): " + ("; ".join(f"{t} at {f:.3g}" for f, t in tasks) or "no task rises")
              + (f"; STS-B above the n-gram baseline at {guess['stsb above n-gram']:.3g}"
                 if guess.get("stsb above n-gram") else "; STS-B's pretrained score does not rise toward the n-gram "
-                "baseline") + ("" if len(needs) < 2 else
-                               f"; both conditions at about {max(needs):.3g} FLOPs, {max(needs) * rate:.0f} "
-                               f"core-hours ({max(needs) * rate / 48:.1f} days of a 2-core machine)") + ".")
+                "baseline") + (f"; {MIN_TASKS} tasks at about {tasks[MIN_TASKS - 1][0]:.3g} FLOPs "
+                               f"({tasks[MIN_TASKS - 1][0] * rate:.1f} core-hours)" if len(tasks) >= MIN_TASKS else "")
+             + _budget_needed(needs, rate) + ".")
     return (f"At no measured budget up to {top['flops']:.3g} FLOPs ({_hours(top)} on "
             f"{', '.join(top['machines'])}) does {family} beat its random-init twin beyond the 95% interval on "
             f"{MIN_TASKS} of the tasks together with the n-gram baseline on STS-B: at {top['flops']:.3g} it transfers "
