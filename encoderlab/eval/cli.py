@@ -255,26 +255,20 @@ def _finetune(args) -> int:
 def _ngram(args, cfg: FinetuneConfig) -> dict | None:
     """The n-gram baseline on the examples the fine-tunings saw (eval/probe.py); None, said so, without
     scikit-learn (it comes with the study extra)."""
-    from encoderlab.eval.probe import _sklearn, ngram_baseline
+    from encoderlab.eval.probe import _sklearn, ngram_on_task
 
     try:
         _sklearn()
     except ImportError:
         print("n-gram baseline: needs scikit-learn (pip install 'encoderlab[study]')")
         return None
-    from encoderlab.eval.finetune import subset
-    from encoderlab.study.lr import heldout_split
-
-    spec = get_task(args.task)
-    data = load_task(spec, args.data_dir)
-    rest, held = heldout_split(subset(data.train, cfg.max_train_examples))
-    evals = {k: subset(v, cfg.max_eval_examples) for k, v in data.evals.items()}
     try:
-        got = ngram_baseline(spec, rest, held, evals)
+        got = ngram_on_task(load_task(get_task(args.task), args.data_dir), cfg.max_train_examples,
+                            cfg.max_eval_examples)
     except ValueError as e:  # too few examples for a vocabulary, or one class: the fine-tunings' scores stand
         print(f"n-gram baseline: not computed ({e})")
         return None
-    dev = next(iter(evals))
+    dev = next(iter(got["scores"]))
     return {"scores": got["scores"][dev], "score": got["score"][dev], "analyzers": got["analyzers"], "split": dev}
 
 

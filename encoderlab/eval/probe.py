@@ -27,8 +27,9 @@ from torch import nn
 
 from encoderlab.data.tokenizer import Tokenizer
 from encoderlab.eval import metrics as M
-from encoderlab.eval.finetune import _encode, build_classifier
-from encoderlab.eval.tasks import Example, TaskSpec
+from encoderlab.eval.finetune import _encode, build_classifier, subset
+from encoderlab.eval.split import heldout_split
+from encoderlab.eval.tasks import Example, TaskData, TaskSpec
 from encoderlab.precision import autocast
 from encoderlab.tune.data import collate, length_batches
 
@@ -172,6 +173,18 @@ def ngram_baseline(spec: TaskSpec, rest: list[Example], held: list[Example], eva
     feats = NgramFeatures(rest)
     return {**linear_scores(spec, feats, rest, held, evals, standardize=False),
             "analyzers": "character 1-2-grams" if feats.cjk else "word 1-2-grams + character 2-5-grams"}
+
+
+def ngram_on_task(data: TaskData, max_train: int | None, max_eval: int | None) -> dict:
+    """:func:`ngram_baseline` on a loaded task as a fine-tuning sees it: the capped training subset,
+    a held-out fifth of it for the regularisation (eval/split.heldout_split), every eval split capped;
+    "score" is the task score over every eval split's metrics (one split: its own)."""
+    rest, held = heldout_split(subset(data.train, max_train))
+    evals = {k: subset(v, max_eval) for k, v in data.evals.items()}
+    got = ngram_baseline(data.spec, rest, held, evals)
+    scores = (next(iter(got["scores"].values())) if len(evals) == 1 else
+              {f"{k}_{m}": v for k, ms in got["scores"].items() for m, v in ms.items()})
+    return {**got, "task_scores": scores, "task_score": M.task_score(scores)}
 
 
 def linear_probe(pretrained: nn.Module, tok: Tokenizer, spec: TaskSpec, rest: list[Example], held: list[Example],

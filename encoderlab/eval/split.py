@@ -54,3 +54,18 @@ def write_split(record: dict, dev: list, labels: tuple[str, ...], path: Path) ->
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# A seeded fifth of a (capped) training set, held out for choices made on training data, never on dev:
+# the study's learning rates (study/lr.py), the transfer protocol's rate and epoch, the linear models'
+# regularisation (eval/probe.py).
+HELDOUT = 0.2
+SPLIT_SEED = 12345
+
+
+def heldout_split(train: list, fraction: float = HELDOUT, seed: int = SPLIT_SEED) -> tuple[list, list]:
+    """(rest, held out): a seeded random fifth of the training examples held out, in file order."""
+    idx = np.random.default_rng(seed).permutation(len(train))
+    k = max(1, round(fraction * len(train)))
+    held = set(idx[:k].tolist())
+    return [x for i, x in enumerate(train) if i not in held], [x for i, x in enumerate(train) if i in held]

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from encoderlab.checkpoint import load_model
 from encoderlab.data.tokenizer import load_tokenizer
 from encoderlab.eval.finetune import subset, train_seed
+from encoderlab.eval.split import HELDOUT, SPLIT_SEED, heldout_split
 from encoderlab.eval.tasks import load_task
 from encoderlab.study import runs
 from encoderlab.study.config import StudyConfig, TaskRef
@@ -25,17 +24,6 @@ from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import family_of
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
-
-HELDOUT = 0.2
-SPLIT_SEED = 12345
-
-
-def heldout_split(train: list, fraction: float = HELDOUT, seed: int = SPLIT_SEED) -> tuple[list, list]:
-    """(rest, held out): a seeded random fifth of the training examples held out, in file order."""
-    idx = np.random.default_rng(seed).permutation(len(train))
-    k = max(1, round(fraction * len(train)))
-    held = set(idx[:k].tolist())
-    return [x for i, x in enumerate(train) if i not in held], [x for i, x in enumerate(train) if i in held]
 
 
 def heldout_score(ck: str, task: TaskRef, cfg: StudyConfig, data: dict, lr: float) -> float:

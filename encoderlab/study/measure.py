@@ -12,8 +12,7 @@ import numpy as np
 from encoderlab.checkpoint import load_model
 from encoderlab.data.store import TokenStore
 from encoderlab.data.tokenizer import load_tokenizer
-from encoderlab.eval import metrics as M
-from encoderlab.eval.finetune import build_classifier, finetune, one_class_scores, subset
+from encoderlab.eval.finetune import build_classifier, finetune, one_class_scores
 from encoderlab.eval.intrinsic import minimal_pairs_accuracy
 from encoderlab.eval.tasks import TaskSpec, get_task, load_task
 from encoderlab.models.build import build_model
@@ -118,19 +117,14 @@ def ngram_baseline(task: TaskRef, cfg: StudyConfig, data: dict) -> float | None:
     """The task's n-gram baseline (eval/probe.py: scikit-learn TF-IDF n-grams chosen by the language,
     regularisation chosen on a held-out fifth of the capped training set, fitted on the rest); None
     where the set is too small for it (no n-gram in two examples, or one class in the fitted part)."""
-    from encoderlab.eval.probe import ngram_baseline as fit
-    from encoderlab.study.lr import heldout_split
+    from encoderlab.eval.probe import ngram_on_task
 
     spec, data_dir = task_spec(task, data)
-    td = load_task(spec, data_dir)
-    rest, held = heldout_split(subset(td.train, cfg.finetune.max_train_examples))
-    evals = {k: subset(v, cfg.finetune.max_eval_examples) for k, v in td.evals.items()}
     try:
-        got = fit(spec, rest, held, evals)["scores"]
+        return ngram_on_task(load_task(spec, data_dir), cfg.finetune.max_train_examples,
+                             cfg.finetune.max_eval_examples)["task_score"]
     except ValueError:
         return None
-    return M.task_score(next(iter(got.values())) if len(got) == 1 else
-                        {f"{k}_{m}": v for k, ms in got.items() for m, v in ms.items()})
 
 
 def one_class(ft: dict, baseline: dict | None) -> bool:

@@ -6,7 +6,7 @@ variant never ran at. Here every network, pretrained or fresh, gets the same gri
 itself, on held-out training data only:
 
 1. The task's training examples (capped at ``max_train_examples``, the same seeded subset for every
-   network) are split once: a seeded fifth held out, the rest trained on (study/lr.heldout_split).
+   network) are split once: a seeded fifth held out, the rest trained on (eval/split.heldout_split).
 2. Each network is fine-tuned at every (learning rate, layer decay) of the grid with every seed for
    ``epochs`` epochs (a linear schedule over them), scored on the held-out fifth and on dev at the end
    of each epoch.
@@ -32,8 +32,9 @@ from encoderlab.data.tokenizer import Tokenizer
 from encoderlab.eval.config import FinetuneConfig
 from encoderlab.eval.finetune import one_class_scores, prepare_task, subset, train_seed
 from encoderlab.eval.probe import ngram_baseline
+from encoderlab.eval.split import HELDOUT, SPLIT_SEED, heldout_split
 from encoderlab.eval.tasks import TaskData
-from encoderlab.study.lr import HELDOUT, SPLIT_SEED, heldout_split
+from encoderlab.models.pairs import deployed
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -93,10 +94,12 @@ def fair_finetune(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Fa
     (:func:`split`): every trial's curve, the chosen point and its dev score per seed."""
     dev = dev_split(data)
     trials = []
+    # tokenized once for the whole grid: rate and decay change nothing prepare_task reads
+    prepared = prepare_task(tok, data, cfg.finetune_config(cfg.learning_rates[0], cfg.layer_decays[0]),
+                            deployed(pretrained).encoder.config.max_position_embeddings)
     for decay in cfg.layer_decays:
         for lr in cfg.learning_rates:
             fcfg = cfg.finetune_config(lr, decay)
-            prepared = prepare_task(tok, data, fcfg, pretrained_positions(pretrained))
             for seed in range(cfg.seeds):
                 t0 = time.perf_counter()
                 r = train_seed(pretrained, tok, data, fcfg, seed, log=lambda *a: None, init=init,
@@ -116,12 +119,6 @@ def fair_finetune(pretrained: nn.Module, tok: Tokenizer, data: TaskData, cfg: Fa
             "chosen": {"learning_rate": best[0], "layer_decay": best[1], "epoch": points[0]["epoch"],
                        "heldout": float(np.mean([p["score"]["heldout"] for p in points]))},
             "dev": dev_scores, "collapsed": collapsed, "seconds": sum(t["seconds"] for t in trials)}
-
-
-def pretrained_positions(model: nn.Module) -> int:
-    from encoderlab.models.pairs import deployed
-
-    return deployed(model).encoder.config.max_position_embeddings
 
 
 def choose(trials: list[dict]) -> tuple[float, float, int]:
