@@ -36,7 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     command = "encoderlab"
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        # key=value overrides after a flag (`study FILE --plan out_dir=x`): argparse ends a positional
+        # list at the first flag, so the rest come back unrecognized; they keep their order.
+        if extra and isinstance(getattr(args, "overrides", None), list) and all(
+                "=" in x and not x.startswith("-") for x in extra):
+            args.overrides = [*args.overrides, *extra]
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if not getattr(args, "func", None):
             parser.print_help()
             return 2

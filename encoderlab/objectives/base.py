@@ -67,6 +67,32 @@ class ObjectiveConfig(Config):
     # steps the run's budget allows), resolved when the run starts and saved in its config.yaml.
     causal_steps: int | None = None
 
+    def applicable(self) -> dict:
+        """The fields that act on this kind, as YAML would hold them: what a report shows of a variant's
+        objective (an MLM's ``disc_weight: 50`` or a causal run's masking is a default that does nothing)."""
+        d = self.to_dict()
+        keep = ["kind", *([] if self.kind == "clm" else ["masking"])]
+        if self.kind == "mlm":
+            keep += ["sentence_loss"] + (["sentence_weight"] if self.sentence_loss else [])
+        elif self.kind == "rtd":
+            keep += ["variant", "disc_weight", "temperature", "disc_positions", "two_stage_generator_steps"]
+            if self.two_stage_generator_steps:
+                keep += ["two_stage_init_discriminator", "two_stage_freeze_generator"]
+            if self.variant == "all_tokens_mlm":
+                keep.append("copy_mechanism")
+        if self.kind in ("gptbert", "clm_then_mlm"):
+            keep.append("causal_fraction")
+        if self.kind == "clm_then_mlm":
+            keep.append("causal_steps")
+        keep += [k for k in ("mask_token_id", "special_token_ids") if d[k] is not None]
+        out = {k: d[k] for k in keep}
+        if "masking" in out:  # a scheme's own parameters only
+            own = {"span": ("span_p", "span_max"), "ngram": ("ngram_max",), "proposal": ("proposal_uniform",)}
+            scheme_keys = ("span_p", "span_max", "ngram_max", "proposal_uniform")
+            out["masking"] = {k: x for k, x in out["masking"].items()
+                              if k not in scheme_keys or k in own.get(self.masking.scheme, ())}
+        return out
+
     def validate(self) -> None:
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from encoderlab.study.claims import steady_train
 from encoderlab.study.config import StudyConfig
+from encoderlab.study.estimate import estimate
+from encoderlab.study.inputs import check_inputs
 from encoderlab.study.metrics import TOKENS_PER_S
 from encoderlab.study.report import refresh_claims
 from encoderlab.study.results import StudyResults
@@ -20,6 +22,10 @@ def register(sub) -> None:
     p = sub.add_parser("study", help="pretrain variants at equal FLOPs, evaluate, and write the claims report")
     p.add_argument("study", help="a study YAML, or a built-in name: " + ", ".join(sorted(builtin_names())))
     p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. corpus=[../shared/data/enwiki_extract]")
+    p.add_argument("--plan", action="store_true", help="check the inputs, then print the stages, the jobs, the "
+                   "wall-clock timed on this machine and the detectable difference, and stop before any compute")
+    p.add_argument("--pilot", metavar="REPORT.json", help="a study report whose variance sizes the detectable "
+                   "difference (default: this study's own report.json, when an earlier run wrote one)")
     p.set_defaults(func=cmd_study)
     p = sub.add_parser("demo", help="a small claims study of tiny BERT, ALBERT and ELECTRA on the embedded corpus")
     p.add_argument("--smoke", action="store_true", help="every stage at a budget too small to learn anything: "
@@ -55,7 +61,7 @@ def load_study(name_or_path: str, overrides=()):
 
 
 def cmd_study(args) -> int:
-    return run(args.study, args.overrides)
+    return run(args.study, args.overrides, plan_only=args.plan, pilot=args.pilot)
 
 
 # `encoderlab demo --smoke`: one seed, one checkpoint, a few steps per variant, 64 fine-tuning examples,
@@ -95,11 +101,17 @@ def cmd_study_claims(args) -> int:
     return 0
 
 
-def run(study: str, overrides) -> int:
+def run(study: str, overrides, *, plan_only: bool = False, pilot: str | None = None) -> int:
     cfg = load_study(study, overrides)  # a misspelled role or variant fails here (study/roles.py)
-    for note in check_roles(cfg):  # the claims this study will not run, and why, before any compute
-        print(f"[study] {note}")
-    print_summary(run_study(cfg))
+    notes = check_roles(cfg)  # the claims this study will not run, and why, before any compute
+    check_inputs(cfg, Path(cfg.out_dir))  # seconds: every file it will read, before the plan times anything
+    own = Path(cfg.out_dir) / "report.json"
+    plan = estimate(cfg, notes=notes, pilot=Path(pilot) if pilot else own if own.is_file() else None)
+    for line in plan.lines():
+        print(f"[study] {line}")
+    if plan_only:
+        return 0
+    print_summary(run_study(cfg, plan_s=plan.split_s))
     return 0
 
 

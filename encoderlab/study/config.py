@@ -11,8 +11,10 @@ FLOPs, and the checkpoint, log and warm-up steps derived from it, then the varia
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import warnings
+from pathlib import Path
 from typing import Any, Literal
 
 from encoderlab.config import Config, ConfigError, ConfigNote, renamed_bf16
@@ -62,6 +64,21 @@ class TaskRef(Config):
 
     name: str
     data_dir: str | None = None
+
+
+@functools.lru_cache(maxsize=256)
+def task_label(name: str) -> str:
+    """How a report shows a task: a spec file's own ``name:`` (the stem when it cannot be read: a
+    report read on another machine), a built-in's name as it is. The stages keep the path as the key."""
+    if not name.endswith((".yaml", ".yml")):
+        return name
+    import yaml
+
+    try:
+        spec = yaml.safe_load(Path(name).read_text())
+        return str(spec["name"]) if isinstance(spec, dict) and spec.get("name") else Path(name).stem
+    except (OSError, yaml.YAMLError):
+        return Path(name).stem
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

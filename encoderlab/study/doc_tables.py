@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from encoderlab.study.claims import plateau_accuracy
+from encoderlab.study.config import task_label
 from encoderlab.study.measure import one_class_count
 from encoderlab.study.metrics import EVAL_DISC_AUC
 from encoderlab.study.results import StudyResults
@@ -24,7 +25,7 @@ def variant_table(results: StudyResults, names: list[str] | None = None) -> list
     V = results.variants
     names = list(V) if names is None else names
     tasks = sorted({t for n in names for t in V[n].seed_scores()})
-    lines = ["| variant | runs | steps | held-out MLM acc | disc AUC | " + " | ".join(tasks) + " |",
+    lines = ["| variant | runs | steps | held-out MLM acc | disc AUC | " + " | ".join(map(task_label, tasks)) + " |",
              "|---" * (5 + len(tasks)) + "|"]
     for name in names:
         r = V[name]

@@ -15,6 +15,7 @@ before, such a study read its children's exit 130 as a failure and ended in a Ru
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -272,13 +273,20 @@ def run_pool(fn: Callable, items: list, *, jobs: int, threads: int | None, on_re
 
 def run_inline(fn: Callable, items: Iterable, *, threads: int | None, on_result: Callable) -> None:
     """fn over items in this process, at ``threads`` torch threads (restored afterwards)."""
+    with at_threads(threads):
+        for item in items:
+            on_result(fn(item))
+
+
+@contextlib.contextmanager
+def at_threads(threads: int | None):
+    """This process at ``threads`` torch threads (None: as it is), restored afterwards."""
     import torch
 
     before = torch.get_num_threads()
     set_threads(threads)
     try:
-        for item in items:
-            on_result(fn(item))
+        yield
     finally:
         torch.set_num_threads(before)
 

@@ -30,8 +30,14 @@ PRETRAIN_UNITS = 10
 class Progress:
     """Stage lines a person can follow, with an ETA for the whole study from the planned work."""
 
-    def __init__(self, total_units: float, log, *, heartbeat_s: float | None = HEARTBEAT_S):
+    def __init__(self, total_units: float, log, *, heartbeat_s: float | None = HEARTBEAT_S,
+                 planned: tuple[float, float, float] | None = None):
         self.total, self.done, self.worked, self.start, self.log = total_units, 0.0, 0.0, time.perf_counter(), log
+        # The plan's timed seconds (study/estimate.py) as (pretraining units, pretraining seconds,
+        # seconds of everything after): the ETA reads the units through it, corrected by how the
+        # work done so far ran against its plan. The units alone priced a fine-tuning by a ratio
+        # measured at 5e13 FLOPs, so the demo (1.6e12) read ~2,400 s left where ~300 s were.
+        self.planned = planned
         self.current, self.stage_start, self.last_line = "", self.start, self.start
         self.detail: Callable[[], list[str]] | None = None
         # When the first work that has units began: the time before it (training the tokenizer,
@@ -106,6 +112,8 @@ class Progress:
             partial = self.partial() if self.partial is not None else 0.0
         except Exception:  # the ETA must never stop the study
             partial = 0.0
+        if self.planned:
+            return f"{elapsed:5.0f}s elapsed, ~{self._planned_left(now, partial):.0f}s left"
         if self.worked + partial <= 0:
             return f"{elapsed:5.0f}s elapsed"
         left = max(self.total - self.done - partial, 0)
@@ -116,6 +124,23 @@ class Progress:
             working = now - (self.work_start if self.work_start is not None else self.start)
             remaining = working * left / (self.worked + partial)
         return f"{elapsed:5.0f}s elapsed, ~{remaining:.0f}s left"
+
+    def _planned_seconds(self, units: float) -> float:
+        """The plan's seconds for the first ``units`` of the study's work (pretraining comes first)."""
+        pre_units, pre_s, post_s = self.planned
+        if units <= pre_units:
+            return pre_s * units / max(pre_units, 1e-9)
+        return pre_s + post_s * min(1.0, (units - pre_units) / max(self.total - pre_units, 1e-9))
+
+    def _planned_left(self, now: float, partial: float) -> float:
+        """The plan's seconds left, times how the work so far ran against its plan (once a minute of
+        it has run; the plan's own figure before)."""
+        pre_units, pre_s, post_s = self.planned
+        left = pre_s + post_s - self._planned_seconds(self.done + partial)
+        working = now - self.work_start if self.work_start is not None else 0.0
+        planned_worked = self._planned_seconds(min(self.worked + partial, self.total))
+        ratio = working / planned_worked if working > 60 and planned_worked > 0 else 1.0
+        return max(left, 0.0) * ratio
 
     @contextlib.contextmanager
     def rehearsal(self):

@@ -12,12 +12,13 @@ import platform
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from encoderlab.eval.common import versions
 from encoderlab.study import runs
 from encoderlab.study.blimp import CAUSAL_CONTROL
 from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
-from encoderlab.study.config import ClaimRoles, StudyConfig
+from encoderlab.study.config import ClaimRoles, StudyConfig, task_label
 from encoderlab.study.judge import task_signal
 from encoderlab.study.measure import one_class, one_class_count
 from encoderlab.study.metrics import (
@@ -64,7 +65,8 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
     lines = ["Downstream score by task and pretraining budget, of each variant's first pretraining run (median ± "
              "std over its fine-tuning seeds; † every seed scored what a one-class predictor scores; every run's "
              "means are in the per-variant table and the claims):", "",
-             "| variant | " + " | ".join(f"{t} @ {f:g}" for t, f in cols) + " |", "|---|" + "---|" * len(cols)]
+             "| variant | " + " | ".join(f"{task_label(t)} @ {f:g}" for t, f in cols) + " |",
+             "|---|" + "---|" * len(cols)]
     rows = [(n, False) for n in V] + [(n, True) for n, r in V.items() if r.fine_tunings(unshared=True)]
     for name, unshared in rows:
         cells = []
@@ -97,7 +99,7 @@ def _collapses(V: dict[str, VariantResult], baselines: dict) -> list[str]:
     if not tasks:
         return []
     lines = ["Fine-tunings that collapsed to one class, over every pretraining run and fine-tuning seed (k of n):",
-             "", "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+             "", "| variant | " + " | ".join(map(task_label, tasks)) + " |", "|---|" + "---|" * len(tasks)]
     for name, r in V.items():
         got = r.seed_scores()
         cells = [f"{one_class_count(got[t], baselines[t])}/{np.size(got[t])}" if t in got else "" for t in tasks]
@@ -151,7 +153,7 @@ def _prompt_table(V: dict[str, VariantResult]) -> list[str]:
         return []
     cols = sorted({(t, k) for rec in recs.values() for t, by_k in rec.items() for k in by_k},
                   key=lambda c: (c[0], int(c[1].removeprefix("k="))))
-    head = [f"{t} {k.removeprefix('k=')}-shot".replace(" 0-shot", " zero-shot") for t, k in cols]
+    head = [f"{task_label(t)} {k.removeprefix('k=')}-shot".replace(" 0-shot", " zero-shot") for t, k in cols]
     lines = ["Prompting probe (claim 17's; each run's final checkpoint, its pattern and verbalizer; the mean over "
              "pretraining runs and few-shot draws, accuracy):", "",
              "| variant | prompted through | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(cols)]
@@ -320,11 +322,17 @@ def _claims_section(claims: list, against: dict | None = None) -> list[str]:
                   "must also be above chance (0.5) beyond its interval: a fresh encoder can score far below chance, "
                   "and beating it can mean no more than reaching chance. Each variant against the control, for "
                   "reference (✓ beyond the interval):", "",
-                  "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+                  "| variant | " + " | ".join(map(task_label, tasks)) + " |", "|---|" + "---|" * len(tasks)]
         lines += [f"| {n} | " + " | ".join(_signal_cell(tests.get(t)) for t in tasks) + " |"
                   for n, tests in against.items()]
         lines.append("")
+    not_run = [str(c.claim) for c in claims if c.verdict == "not run"]
+    if not_run:  # a study of two variants is not 15 sections of "not run" (issue 51)
+        lines += [f"Not run, for want of their variants or probes in this study (its first lines said what each "
+                  f"needs): claims {', '.join(not_run)}.", ""]
     for c in claims:
+        if c.verdict == "not run":
+            continue
         lines.append(f"### {c.claim}. {c.title}")
         label = f" ({c.kind})" if c.kind else " (by the rule above)" if c.comparisons else ""
         lines.append(f"**Verdict: {c.verdict}**{label}" + (f" — {c.note}" if c.note else ""))
@@ -332,9 +340,9 @@ def _claims_section(claims: list, against: dict | None = None) -> list[str]:
             kept = [t for t, (ok, _) in sorted(c.signal.items()) if ok]
             apart = [t for t, (ok, _) in sorted(c.signal.items()) if not ok]
             lines.append("*Its variants pooled against random init: "
-                         + "; ".join(f"{t} {_signal_cell(c.signal[t])}" for t in kept + apart)
-                         + f". In its aggregates: {', '.join(kept) or 'no task'}"
-                         + (f"; no signal for these variants: {', '.join(apart)}*" if apart else "*"))
+                         + "; ".join(f"{task_label(t)} {_signal_cell(c.signal[t])}" for t in kept + apart)
+                         + f". In its aggregates: {', '.join(map(task_label, kept)) or 'no task'}"
+                         + (f"; no signal for these variants: {', '.join(map(task_label, apart))}*" if apart else "*"))
         if c.published:
             lines.append(f"*Published: {c.published}.*" + (f" *Compute: {c.compute}.*" if c.compute else ""))
         if c.plateau:
@@ -346,7 +354,7 @@ def _claims_section(claims: list, against: dict | None = None) -> list[str]:
                       "|---|---|---|---|---|---|---|"]
             for x in c.comparisons:
                 lines.append(_comparison_row(x.label, x.estimate, x.verdict, x.holm_p))
-                lines += [_comparison_row(f"… on {t}", e, v, None) for t, (e, v) in x.per_task.items()]
+                lines += [_comparison_row(f"… on {task_label(t)}", e, v, None) for t, (e, v) in x.per_task.items()]
             lines.append("")
         for k, val in c.numbers.items():
             lines.append(f"- {k}: {_fmt(val)}")
@@ -374,6 +382,25 @@ def _comparison_row(label: str, e, verdict: str, holm_p: float | None) -> str:
         return f"| {label} | – | – | – | – | – | {verdict} |"
     return (f"| {label} | {e.diff:+.4f} | [{e.lo:+.4f}, {e.hi:+.4f}] | {e.mdd:.4f} | {e.p:.3f} | "
             f"{_fmt(holm_p) if holm_p is None else f'{holm_p:.3f}'} | {verdict} |")
+
+
+def resolved_yaml(cfg: StudyConfig) -> str:
+    """The study as it ran, each variant's objective as the fields that act on its kind, without base's
+    objective (every variant sets its own) and the settings of evaluations the study does not run."""
+    d = cfg.to_dict()
+    d["base"].pop("objective", None)
+    generator = ("generator_multiplier", "generator_by", "embedding_sharing", "generator_layers")
+    for v, spec in zip(d["variants"], cfg.variants):
+        v["objective"] = spec.objective.applicable()
+        # the model's unset options (None: the preset's) and, without a generator, the generator's
+        v["model"] = {k: x for k, x in v["model"].items()
+                      if x is not None and (spec.objective.kind == "rtd" or k not in generator)}
+    no_prompt = not cfg.prompt_tasks
+    unused = {"generation": not cfg.generation_task, "robustness": not cfg.robustness_task, "prompt": no_prompt,
+              "prompt_shots": no_prompt, "prompt_seeds": no_prompt, "blimp_pairs_per_paradigm": not cfg.blimp}
+    for key in [k for k, off in unused.items() if off]:
+        d.pop(key, None)
+    return yaml.safe_dump(d, sort_keys=False)
 
 
 def claims_of(config: dict, results: StudyResults, roles: ClaimRoles | None = None) -> list:
@@ -437,8 +464,8 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
     if chosen:
         lines += ["Fine-tuning learning rates chosen per family and task on a held-out fifth of the (capped) training "
                   "set, never on dev (the family's first variant, seed 0, one fine-tuning per rate; study/lr.py): "
-                  + "; ".join(f"{fam} {t} {c['chosen']:g} (held-out " + ", ".join(f"{lr}: {s:.3f}" for lr, s in
-                                                                           c["heldout"].items()) + ")"
+                  + "; ".join(f"{fam} {task_label(t)} {c['chosen']:g} (held-out "
+                              + ", ".join(f"{lr}: {s:.3f}" for lr, s in c["heldout"].items()) + ")"
                               for fam, tasks in chosen.items() for t, c in tasks.items()) + ".", ""]
     own = per_family_settings(cfg)
     lines += (["Per-variant settings beyond model and objective (equal compute holds only where the rest is "
@@ -477,6 +504,7 @@ def write_report(cfg: StudyConfig, results: StudyResults, out: Path) -> dict:
         lines.append(f"| {name} | " + " | ".join(f"{lat[k]:.1f}" for k in sorted(lat)) + " |")
     lines += [""] + _claims_section(claims, _against_control(V, results.controls))
     lines += ["## Plots", ""] + [f"![{f}]({f})" for f in files]
-    lines += ["", "## Resolved config", "", "```yaml", cfg.to_yaml().rstrip(), "```", ""]
+    lines += ["", "## Resolved config", "", "Each variant's objective shows only the fields that act on its kind "
+              "(report.json has every field).", "", "```yaml", resolved_yaml(cfg).rstrip(), "```", ""]
     (out / "report.md").write_text("\n".join(lines))
     return report

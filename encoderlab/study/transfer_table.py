@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from encoderlab.study.config import task_label
 from encoderlab.study.judge import control_of, task_signal
 from encoderlab.study.results import VariantResult
 
@@ -52,7 +53,7 @@ def transfer_section(v: V, baselines: dict, controls: dict | None, bert: str = "
         ctl = controls["tasks"][t]["score"]["median"]
         above = [n for n, tests in against.items() if tests.get(t, (False,))[0]]
         base = baselines.get(t) or {}
-        lines.append(f"| {t} | {_f(None if b is None else float(np.mean(b)))} | {_f(ctl)} | {diff} | "
+        lines.append(f"| {task_label(t)} | {_f(None if b is None else float(np.mean(b)))} | {_f(ctl)} | {diff} | "
                      f"{_f(base.get('bow'))} | {_f(base.get('ngram'))} | {_f(base.get('majority'))} | "
                      f"{len(above)} of {len(against)} |")
     mismatched = []
@@ -61,7 +62,7 @@ def transfer_section(v: V, baselines: dict, controls: dict | None, bert: str = "
         for t in tasks:
             a, c = variant_lr(r, t), ((ctl or {}).get("tasks", {}).get(t) or {}).get("learning_rate")
             if a is not None and c is not None and a != c:
-                mismatched.append(f"{n} {t} {a:g} (twin {c:g})")
+                mismatched.append(f"{n} {task_label(t)} {a:g} (twin {c:g})")
     if mismatched:
         lines += ["", "**Fine-tuned at another learning rate than their random-init twin** (the rate was chosen per "
                   "family from the pretrained variant, study/lr.py; its twin's difference then mixes pretraining with "

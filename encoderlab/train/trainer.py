@@ -102,12 +102,13 @@ class Trainer:
         sentences = ocfg.kind == "mlm" and ocfg.sentence_loss and model_cfg.head == "pretraining"
         pairs = model_cfg.sentence_objective if sentences else None
         kw = dict(rank=self.dist.rank, world_size=self.dist.world_size, seed=t.seed, pairs=pairs)
+        self._source_kw = kw
         # The steps the budget allows, and warm-up and short-sequence steps laid out on them
         # (train/budget.py); a resumed run keeps the plan it started with (its time was measured).
         saved = self._saved_budget()
         self.budget = BudgetPlan.from_dict(saved) if saved and saved.get("budgets") == budgets_of(cfg) else plan_budget(
             self.cfg, model_cfg, ocfg, world_size=self.dist.world_size,
-            seconds_per_step=lambda: self._seconds_per_step(kw))
+            seconds_per_step=self.seconds_per_step)
         self.cfg = cfg = self.budget.apply(self.cfg)
         self.ocfg = cfg.objective  # clm_then_mlm's switch step is resolved in the steps allowed
         self.objective = build_objective(self.ocfg)
@@ -153,14 +154,18 @@ class Trainer:
         except CheckpointError:
             return None
 
-    def _seconds_per_step(self, kw: dict) -> float:
-        """One full-length optimizer step's seconds on this run's model, objective and data: one
+    def seconds_per_step(self, seq_len: int | None = None) -> float:
+        """One optimizer step's seconds (full length, or the short phase's at ``seq_len``) on this run's
+        model, objective and data, as a time budget and a study's plan (study/estimate.py) read it: one
         warm-up step, then the fastest of three (other work only slows a step down; the upper of two,
         as first written, read 0.93 s a step where a 5-minute bert-tiny run then averaged 0.39 s, so
         its warm-up was scaled for 322 steps of the 768 it took). Weights, optimizer and random
         state are put back."""
         t = self.cfg.trainer
-        it = iter(make_source(self.cfg.data.replace(short_seq_steps=0), split="train", **kw))
+        data = self.cfg.data.replace(short_seq_steps=0)
+        if seq_len:  # a short-sequence step: the same tokens a step, in more rows
+            data = data.replace(short_seq_len=seq_len).short()
+        it = iter(make_source(data, split="train", **self._source_kw))
         batches = [{k: v.to(self.device) for k, v in next(it).items()} for _ in range(t.grad_accum)]
         kept = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         objective, optimizer = build_objective(self.ocfg), build_optimizer(self.model, self.cfg.optimizer)
