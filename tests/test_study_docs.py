@@ -61,7 +61,8 @@ def test_figures_issue_32_found_misquoted_match_their_reports():
 def test_every_interval_the_docs_quote_is_one_a_committed_report_derives():
     """A "difference [low, high]" in docs/results.md or a study's README is, to the third decimal, an
     estimate that the present code derives from a committed report.json: a comparison, a per-task row,
-    a claim's signal test or a variant against the random-init control. A figure of a superseded rule
+    a claim's signal test, a not-testable claim's comparison over every task, or a variant against the
+    random-init control. A figure of a superseded rule
     or a hand-computed one fails here: quote it without its interval, saying what it was."""
     from encoderlab.study.report import _against_control
 
@@ -77,6 +78,7 @@ def test_every_interval_the_docs_quote_is_one_a_committed_report_derives():
             known |= {rounded(t["estimate"]) for x in c.get("comparisons", []) for t in x["per_task"].values()
                       if "estimate" in t}
             known |= {rounded(t["estimate"]) for t in c.get("signal", {}).values() if "estimate" in t}
+            known |= {rounded(x["estimate"]) for x in c.get("untested", []) if "estimate" in x}
         known |= {rounded(e.to_json()) for tests in _against_control(results.variants, results.controls).values()
                   for _, e in tests.values() if e is not None}
     quoted = re.compile(r"([+-]\d\.\d{3}) (?:[A-Za-z]+ )?\[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\]")

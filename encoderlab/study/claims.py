@@ -62,14 +62,18 @@ class Claim:
     kind: str = ""  # SANITY for claims true by construction
     published: str = ""  # the paper's figure this claim corresponds to
     compute: str = ""  # the study's budget against the paper's
+    # A claim not testable at this budget: its comparisons over every task, none of which carries
+    # transfer for its variants: numbers a reader asks for, not evidence (no verdict, not in Holm's family).
+    untested: list[Comparison] = field(default_factory=list)
 
     def to_json(self) -> dict:
         d = asdict(self)
         del d["compared"]
         d["comparisons"] = [c.to_json() for c in self.comparisons]
+        d["untested"] = [c.to_json() for c in self.untested]
         d["signal"] = {t: {"signal": ok, **({"estimate": e.to_json()} if e else {})}
                        for t, (ok, e) in self.signal.items()}
-        for k in ("comparisons", "signal", "kind", "published", "compute"):
+        for k in ("comparisons", "untested", "signal", "kind", "published", "compute"):
             if not d[k]:
                 del d[k]
         if not isinstance(self.claim, int) or self.claim < 4 or self.verdict == "not run" or self.kind:
@@ -525,6 +529,8 @@ def evaluate_claims(v: V, roles: ClaimRoles | None = None, baselines: dict | Non
         c.published, c.compute = c.published or published(c.claim), compute_ratio(c.claim, budget_flops)
         if c.kind != SANITY and c.verdict != "not run" and c.signal and not any(ok for ok, _ in c.signal.values()):
             c.verdict = NOT_TESTABLE  # its comparisons' verdicts stay in the table, read over no task
+            every = claim(Judge(v, margin=margin, signal={t: True for t in c.signal}), roles)
+            c.untested = [x for x in every.comparisons if x.estimate is not None]
             c.note = ("no task carries transfer for its variants (pooled against random init, below), so the "
                       "encoders compared are, for these tasks, no better than untrained ones; docs/transfer.md gives "
                       "the pretraining budget at which BERT's does" + (f". {c.note}" if c.note else ""))

@@ -76,7 +76,11 @@ def verdict_table(claims: list) -> list[str]:
         # task carries signal) the row says so rather than showing a later, secondary comparison's.
         x = c.comparisons[0] if c.comparisons else None
         e = x.estimate if x else None
-        cells = (["–"] * 4 if x is None else [x.label, "–", "–", "–"] if e is None
+        # not testable: the same comparison over every task, in parentheses (numbers, not evidence)
+        u = next((y.estimate for y in c.untested if x is not None and y.label == x.label), None)
+        cells = (["–"] * 4 if x is None else [x.label, f"({u.diff:+.3f} [{u.lo:+.3f}, {u.hi:+.3f}], every task: "
+                                                       "not evidence)", f"({u.mdd:.3f})", "–"] if e is None and u
+                 else [x.label, "–", "–", "–"] if e is None
                  else [x.label, f"{e.diff:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]", f"{e.mdd:.3f}",
                        "–" if x.holm_p is None or x.kind != "greater" else f"{x.holm_p:.3f}"])
         lines.append(f"| {c.claim}. {c.title} | {c.verdict} | "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import platform
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import yaml
 from encoderlab.eval.common import versions
 from encoderlab.study import runs
 from encoderlab.study.blimp import CAUSAL_CONTROL
-from encoderlab.study.claims import RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
+from encoderlab.study.claims import NOT_TESTABLE, RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig, task_label
 from encoderlab.study.judge import task_signal
 from encoderlab.study.measure import one_class, one_class_count
@@ -356,10 +357,39 @@ def _claims_section(claims: list, against: dict | None = None) -> list[str]:
                 lines.append(_comparison_row(x.label, x.estimate, x.verdict, x.holm_p))
                 lines += [_comparison_row(f"… on {task_label(t)}", e, v, None) for t, (e, v) in x.per_task.items()]
             lines.append("")
+        if c.untested:
+            lines += ["Over every task, though none carries transfer for these variants (numbers, not evidence):", "",
+                      "| comparison | difference | 95% interval | detectable | p | Holm p | verdict |",
+                      "|---|---|---|---|---|---|---|"]
+            lines += [_comparison_row(x.label, x.estimate, "–", None) for x in c.untested] + [""]
         for k, val in c.numbers.items():
             lines.append(f"- {k}: {_fmt(val)}")
+        if (plan := _to_decide(c)) is not None:
+            lines += ["", f"*To decide: {plan}*"]
         lines.append("")
     return lines
+
+
+def _to_decide(c) -> str | None:
+    """What would settle an undecided claim: a budget that transfers first, or more replicates, sized
+    from its first comparison's detectable difference against the difference it found."""
+    if c.verdict == NOT_TESTABLE:
+        return ("first a pretraining budget at which these variants beat their random-init twins on the tasks "
+                "(docs/transfer.md, `encoderlab transfer`); then replicates sized by `encoderlab study-plan`.")
+    if c.verdict != "inconclusive" or not c.comparisons or c.comparisons[0].estimate is None:
+        return None
+    e = c.comparisons[0].estimate
+    if not abs(e.diff) > 0 or not math.isfinite(e.mdd):
+        return None
+    k = (e.mdd / abs(e.diff)) ** 2
+    if k <= 1:
+        return (f"the difference found ({e.diff:+.3f}) is larger than the detectable {e.mdd:.3f}, yet its interval "
+                "crosses zero: the variance was larger than planned; `encoderlab study-plan` on this report sizes "
+                "the next design.")
+    return (f"the detectable difference ({e.mdd:.3f}) is {e.mdd / abs(e.diff):.1f}x the difference found "
+            f"({e.diff:+.3f}); it falls as one over the square root of the replicates, so detecting a difference of "
+            f"that size needs about {k:.0f}x the pretraining runs and fine-tuning seeds a side (`encoderlab "
+            "study-plan` on this report gives the cheapest design).")
 
 
 def _signal_cell(test: tuple | None) -> str:

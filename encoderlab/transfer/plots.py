@@ -88,18 +88,29 @@ def plot_sizes(result: dict, out: Path) -> Path | None:
         groups: dict[tuple[str, float], list[tuple[dict, dict]]] = {}
         for p, row in by_task[task]:
             groups.setdefault((p["family"], p["flops"]), []).append((p, row))
+        # One line per (family, budget), a budget's shade darker as it grows; the twin, the n-gram
+        # baseline and the majority class do not depend on the budget: drawn once, from the family's
+        # points with the most sizes.
+        budgets = sorted({flops for _, flops in groups})
         for (family, flops), items in sorted(groups.items()):
             items.sort(key=lambda pr: pr[0]["train_examples"] or 10**9)
             xs = [(p["train_examples"] or 0) * 0.8 for p, _ in items]  # trained on: less the held-out fifth
+            shade = 0.45 + 0.55 * (budgets.index(flops) + 1) / len(budgets)
+            a.plot(xs, [r["pretrained"] for _, r in items], color=FAMILY_COLOURS.get(family, "tab:purple"),
+                   alpha=shade, marker="o", label=f"{family} {flops:.2g} FLOPs, pretrained")
+        for family in sorted({f for f, _ in groups}):
+            items = max((v for (f, _), v in groups.items() if f == family), key=len)
+            xs = [(p["train_examples"] or 0) * 0.8 for p, _ in items]
             colour = FAMILY_COLOURS.get(family, "tab:purple")
-            a.plot(xs, [r["pretrained"] for _, r in items], color=colour, marker="o",
-                   label=f"{family} {flops:.2g} pretrained")
             a.plot(xs, [r.get("random", float("nan")) for _, r in items], color=colour, marker="x", ls="--",
                    label=f"{family} random init")
             a.plot(xs, [r.get("ngram", float("nan")) for _, r in items], color="black", ls="-.",
                    label="n-gram baseline")
             a.plot(xs, [r.get("majority", float("nan")) for _, r in items], color="grey", label="majority class")
         a.set(xscale="log", xlabel="fine-tuning examples", ylabel=METRIC.get(task, "score"), title=task)
+        sizes = sorted({(p["train_examples"] or 0) * 0.8 for p, _ in by_task[task]})
+        a.set_xticks(sizes, [f"{x:,.0f}" for x in sizes])
+        a.minorticks_off()
         a.grid(alpha=0.3)
         a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
