@@ -179,8 +179,19 @@ def test_recipe_and_study_yaml_load_or_name_the_file_and_key(cls, doc):
 def test_overrides_apply_or_name_the_key(overrides):
     base = PretrainConfig.from_yaml(Path(__file__).resolve().parents[1] / "recipes" / "bert-tiny.yaml")
     try:
-        base.with_overrides(overrides)
+        got = base.with_overrides(overrides)
     except EncoderlabError as e:
         # the message quotes the override, or names one of its dotted keys
         named = [repr(o) for o in overrides] + [k for o in overrides for k in o.split("=", 1)[0].strip().split(".")]
         assert any(n and n in str(e) for n in named), (overrides, str(e))
+        return
+    # Accepted: each key (the last override of it wins) holds its value, none silently dropped; a
+    # key that is no field (trainer.lr, nope.deeper) or a section set to a scalar is never accepted.
+    last = dict(o.split("=", 1) for o in overrides)
+    assert not {"trainer.lr", "nope.deeper", "trainer"} & {k.strip() for k in last}, overrides
+    for key, raw in last.items():
+        node = got.to_dict()
+        for part in key.strip().split("."):
+            node = node[part]
+        want = yaml.safe_load(raw)
+        assert node == want or isinstance(node, (list, tuple)) and list(node) == list(want), (overrides, key, node, want)

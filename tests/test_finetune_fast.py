@@ -83,6 +83,11 @@ def test_early_stopping_scores_a_heldout_share_and_keeps_its_best(tmp_path):
     assert es["heldout_score"] == max(scores) and es["best_step"] == steps[scores.index(max(scores))]
     if es["steps_run"] < s["steps"]:  # stopped: the last scoring was no gain
         assert scores[-1] <= max(scores[:-1])
+    # A rate too small to move the scores: no gain at the second scoring, so it must stop there (patience 1)
+    frozen = FT.finetune(ckpt, str(spec), cfg.replace(learning_rate=1e-12), seeds=1, log=lambda *a: None)["seeds"][0]
+    fes = frozen["early_stopping"]
+    assert fes["steps_run"] == 10 < frozen["steps"] and [st for st, _ in fes["history"]] == [5, 10]
+    assert fes["best_step"] == 5 and fes["history"][1][1] <= fes["history"][0][1]
     off = FT.finetune(ckpt, str(spec), FinetuneConfig(epochs=1), seeds=1, log=lambda *a: None)["seeds"][0]
     assert "early_stopping" not in off
 

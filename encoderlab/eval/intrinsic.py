@@ -33,6 +33,7 @@ from encoderlab.eval.common import collate
 from encoderlab.eval.tasks import TaskDataError, iter_jsonl
 from encoderlab.models.networks import Discriminator, EncoderModel, MaskedLM
 from encoderlab.models.pairs import ElectraPair, deployed
+from encoderlab.objectives.causal import attention_masks, head_positions, next_token_positions
 from encoderlab.precision import autocast
 
 
@@ -103,7 +104,6 @@ def causal_log_likelihoods(model: nn.Module, tok: Tokenizer, texts: list[str], *
     """(log-likelihood left to right per text, number of scored tokens per text) of a causally trained
     MLM network (objective kind clm): each non-special token from the output one position before it,
     under the causal mask (objectives/causal.py)."""
-    from encoderlab.objectives.causal import attention_masks, head_positions, next_token_positions
 
     mlm = mlm_network(model)
     mlm.eval()

@@ -24,6 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from encoderlab.precision import cache_root
+
 SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "__pycache__", "turtledemo", "ensurepip"}
 _CODE_LINE = re.compile(
     r"^\s*(>>>|\.\.\.|\$ |[{}\[\]]|def \w+\(|class \w+[:(]|import [\w.]+\s*$|from [\w.]+ import )")
@@ -157,8 +159,6 @@ def build_cached(out_dir: str | Path) -> dict:
     An entry is written to a temporary folder and renamed, so a crash leaves no half entry; the files
     are copied into ``out_dir`` (a study's folder needs no cache to be read). A cache that cannot be
     written is passed by: the corpus is built in place."""
-    from encoderlab.precision import cache_root
-
     key = hashlib.sha256(f"{sys.version}|{stdlib_dir()}|".encode() + Path(__file__).read_bytes()).hexdigest()[:16]
     entry = cache_root() / "demo-corpus" / key
     if not (entry / "info.json").exists():

@@ -25,7 +25,9 @@ corrected by how its work so far ran against them (study/progress.py).
 from __future__ import annotations
 
 import functools
+import json
 import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,8 +37,24 @@ from pathlib import Path
 
 import torch
 
+from encoderlab.eval.intrinsic import read_minimal_pairs
+from encoderlab.eval.probe import is_cjk
+from encoderlab.eval.tasks import load_task
+from encoderlab.models.build import build_model
+from encoderlab.models.config import ModelConfig
+from encoderlab.precision import machine_kind
+from encoderlab.study import blimp
 from encoderlab.study.config import StudyConfig
+from encoderlab.study.demo_corpus import build_cached
+from encoderlab.study.inputs import planned_data
+from encoderlab.study.measure import DEMO_TASK, task_spec
 from encoderlab.study.plan import family_model, finetune_fractions, finetune_grid, run_name, variant_recipe
+from encoderlab.study.power import components, seed_scores
+from encoderlab.study.results import StudyResults
+from encoderlab.train.config import InitConfig, SyntheticConfig
+from encoderlab.train.flops import planned_step_flops
+from encoderlab.train.init import resolve_model
+from encoderlab.train.trainer import Trainer
 
 TOKENS_PER_WORD = 1.3  # WordPiece pieces per whitespace word on English text (a stated estimate)
 
@@ -118,7 +136,6 @@ def estimate(cfg: StudyConfig, *, notes: list[str], pilot: Path | None = None, l
 
 
 def _machine(threads: int) -> str:
-    from encoderlab.precision import machine_kind
 
     return f"{machine_kind(torch.device('cpu'))}, {threads} thread(s) a job"
 
@@ -134,9 +151,6 @@ def _process_start() -> float:
 
 def _pretrain_seconds(cfg: StudyConfig, v) -> float:
     """One pretraining run of variant ``v``: its steps at the short and full length, timed, plus setup."""
-    from encoderlab.train.config import SyntheticConfig
-    from encoderlab.train.flops import planned_step_flops
-    from encoderlab.train.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
         placeholder = {"store": str(Path(tmp) / "store"), "tokenizer": str(Path(tmp) / "tokenizer")}
@@ -163,16 +177,12 @@ def _finetune_costs(cfg: StudyConfig, threads: int) -> list[StageCost]:
     of each shape), and the learning-rate picks, each from a timed classifier step."""
     if not cfg.tasks:
         return []
-    from encoderlab.eval.tasks import load_task
-    from encoderlab.study.inputs import planned_data
-    from encoderlab.study.measure import DEMO_TASK, task_spec
 
 
     tasks = {}
     with tempfile.TemporaryDirectory() as tmp:
         data = planned_data(cfg, Path(cfg.out_dir))
         if any(ref.name == DEMO_TASK for ref in cfg.tasks):  # the data stage makes it: made here too (cached)
-            from encoderlab.study.demo_corpus import build_cached
 
             build_cached(Path(tmp) / "demo")
             data = {**data, "demo_task": str(Path(tmp) / "demo" / "task")}
@@ -217,7 +227,6 @@ class _Shape:
 
 
 def _task_shape(cfg: StudyConfig, data) -> _Shape:
-    from encoderlab.eval.probe import is_cjk
 
     texts = [e.text_a + (" " + e.text_b if e.text_b else "") for e in data.train[:2000]]
     cjk = is_cjk(texts)
@@ -233,8 +242,6 @@ def _task_shape(cfg: StudyConfig, data) -> _Shape:
 
 def _encoder(cfg: StudyConfig, v):
     """The encoder a variant's checkpoint fine-tunes (the discriminator's, for ELECTRA)."""
-    from encoderlab.train.config import InitConfig
-    from encoderlab.train.init import resolve_model
 
     m = resolve_model(family_model(cfg.base.model, v.model), InitConfig(), cfg.vocab_size)
     return m.family, m.encoder
@@ -259,7 +266,6 @@ def _scoring_costs(cfg: StudyConfig) -> list[StageCost]:
     shapes = {_encoder(cfg, v): v for v in cfg.variants}
     if cfg.minimal_pairs != "off" and cfg.variants:
         if cfg.minimal_pairs:
-            from encoderlab.eval.intrinsic import read_minimal_pairs
 
             pairs = read_minimal_pairs(cfg.minimal_pairs)
             words = sum(len(p["sentence_good"].split()) for p in pairs) / max(1, len(pairs))
@@ -270,7 +276,6 @@ def _scoring_costs(cfg: StudyConfig) -> list[StageCost]:
         out.append(StageCost(stage="minimal pairs", jobs=n, seconds=n * each, parallel=1,
                              how=f"{len(pairs)} pairs a checkpoint, a timed forward pass of 128 masked copies"))
     if cfg.blimp:
-        from encoderlab.study import blimp
 
         pairs = blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm)
         words = sum(len(p["sentence_good"].split()) for p in pairs) / max(1, len(pairs))
@@ -297,8 +302,6 @@ def _pll_seconds(family_enc, pairs: int, words: float, cache: dict) -> float:
 def _time_classifier_step(family_enc, batch: int, length: int, labels: int, *, backward: bool = True) -> float:
     """Seconds of one fine-tuning step (forward, loss, backward, AdamW; or the forward pass alone, without
     gradients): one warm-up, the fastest of three."""
-    from encoderlab.models.build import build_model
-    from encoderlab.models.config import ModelConfig
 
     family, enc = family_enc
     model = build_model(ModelConfig(family=family, head="sequence_classification", encoder=enc, num_labels=labels))
@@ -321,7 +324,6 @@ def _time_classifier_step(family_enc, batch: int, length: int, labels: int, *, b
 
 def not_run_line(notes: list[str]) -> str:
     """The "claim N will not run" notes as one line: the claim numbers, then what the rest said."""
-    import re
 
     claims = [m.group(1) for n in notes if (m := re.match(r"claim (\w+) will not run", n))]
     other = [n for n in notes if not re.match(r"claim \w+ will not run", n)]
@@ -332,15 +334,12 @@ def not_run_line(notes: list[str]) -> str:
 def power_lines(cfg: StudyConfig, pilot: Path | None) -> list[str]:
     """Per task, the difference this design (pretrain_seeds runs x seeds a side) detects at 80% power,
     from a pilot study's variance (study/power.py); where there is none, how to get it."""
-    from encoderlab.study.power import components, seed_scores
-    from encoderlab.study.results import StudyResults
 
     P, S = cfg.pretrain_seeds, cfg.seeds
     if pilot is None or not pilot.is_file():
         return [f"detectable difference: no pilot variance (run this study once with pretrain_seeds >= 2, or pass "
                 f"--pilot REPORT.json of a study like it; then `encoderlab study-plan REPORT.json --runs {P} "
                 f"--seeds {S}`)"]
-    import json
 
     scores = seed_scores(StudyResults.from_json(json.loads(pilot.read_text())))
     out = []
