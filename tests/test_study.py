@@ -163,6 +163,8 @@ def test_interrupted_study_continues_from_its_stages(tmp_path, monkeypatch):
     assert report["baselines"]["demo"]["ngram"] is None or 0 <= report["baselines"]["demo"]["ngram"] <= 1
     text = (out / "report.md").read_text()
     assert "| random init (bert's architecture, no pretraining) |" in text and "| bag-of-words" in text
+    runs = bert.seed_scores()["demo"].mean(1)  # every run's mean, where the task table says they are
+    assert f"| bert | {runs[0]:.3f} / {runs[1]:.3f} |" in text.split("Each pretraining run's mean")[1]
     assert "| variant | BLiMP dev (2 of 67 paradigms) | demo |\n|---|---|---|\n| bert | " in text
     lr = report["data"]["learning_rates"]["bert-128"]["demo"]  # chosen on held-out training data, then used
     assert set(lr["heldout"]) == {"0.001", "0.0001"} and lr["chosen"] in (1e-3, 1e-4) and lr["variant"] == "bert"

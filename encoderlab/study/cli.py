@@ -124,5 +124,8 @@ def print_summary(report: dict) -> None:
               + (f"{fs['median']:.3f} ± {fs['std']:.3f}" if fs else "–"))
     print("\nclaims:")
     for c in report["claims"]:
-        print(f"  {c['claim']:>2}. [{c['verdict']}] {c['title']}")
+        if c["verdict"] != "not run":
+            print(f"  {c['claim']:>2}. [{c['verdict']}] {c['title']}")
+    if not_run := [str(c["claim"]) for c in report["claims"] if c["verdict"] == "not run"]:
+        print(f"  not run (their variants or probes are not in this study): {', '.join(not_run)}")
     print(f"\nreport: {Path(report['config']['out_dir']) / 'report.md'}")

@@ -18,7 +18,7 @@ from encoderlab.models.presets import preset
 from encoderlab.models.spec import FAMILY_MODEL_FIELDS, ModelSpec
 from encoderlab.objectives import build_networks
 from encoderlab.objectives.base import with_defaults
-from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
+from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec, task_label
 from encoderlab.study.results import Checkpoint, FinetuneKey
 from encoderlab.study.stages import StageKey, fingerprint
 from encoderlab.train.config import InitConfig, PretrainConfig
@@ -136,7 +136,7 @@ class FinetuneUnit:
     @property
     def label(self) -> str:
         return f"{self.variant}{' (unshared)' if self.key.unshared else ''} at {self.key.fraction:g} of the budget " \
-               f"on {self.key.task}"
+               f"on {task_label(self.key.task)}"
 
 
 def finetune_units(cfg: StudyConfig, v: VariantSpec, recipe: PretrainConfig,

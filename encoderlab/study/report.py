@@ -65,7 +65,7 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
         return []
     lines = ["Downstream score by task and pretraining budget, of each variant's first pretraining run (median ± "
              "std over its fine-tuning seeds; † every seed scored what a one-class predictor scores; every run's "
-             "means are in the per-variant table and the claims):", "",
+             "mean is in the table after it, where a variant has more than one):", "",
              "| variant | " + " | ".join(f"{task_label(t)} @ {f:g}" for t, f in cols) + " |",
              "|---|" + "---|" * len(cols)]
     rows = [(n, False) for n in V] + [(n, True) for n, r in V.items() if r.fine_tunings(unshared=True)]
@@ -89,6 +89,21 @@ def _task_table(V: dict[str, VariantResult], baselines: dict, controls: dict | N
         lines.append(f"| random init ({name}'s architecture, no pretraining) | " + " | ".join(
             f"{ctl[t]['score']['median']:.3f} ± {ctl[t]['score']['std']:.3f}" if f == last and t in ctl else ""
             for t, f in cols) + " |")
+    return lines + [""] + _run_means(V)
+
+
+def _run_means(V: dict[str, VariantResult]) -> list[str]:
+    """Each pretraining run's mean over its fine-tuning seeds, at the last budget fraction: the runs are
+    the claims' unit of replication, so their spread is what an interval reads."""
+    multi = {n: r.seed_scores() for n, r in V.items() if r.replicas}
+    tasks = sorted({t for s in multi.values() for t in s})
+    if not tasks:
+        return []
+    lines = ["Each pretraining run's mean over its fine-tuning seeds (run 0 first), at the last budget fraction:", "",
+             "| variant | " + " | ".join(map(task_label, tasks)) + " |", "|---|" + "---|" * len(tasks)]
+    for name, scores in multi.items():
+        lines.append(f"| {name} | " + " | ".join(
+            " / ".join(f"{m:.3f}" for m in scores[t].mean(1)) if t in scores else "" for t in tasks) + " |")
     return lines + [""]
 
 
