@@ -29,6 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from encoderlab.study.stats import t_quantile
+from encoderlab.transfer.protocol import FairConfig
+
+DEFAULT_SIZE = FairConfig().max_train_examples  # the frontier's training-set size (4,000)
 
 MIN_TASKS = 3
 
@@ -112,7 +115,9 @@ def frontier(folders: list[Path]) -> dict:
     """{"points": [...], "sentence": ...}: every point's task rows, sorted by family, size, budget."""
     points, controls, baselines = load(folders)
     out = []
-    for (family, flops, size), tasks in sorted(points.items(), key=lambda kv: (kv[0][0], str(kv[0][2]), kv[0][1])):
+    # the frontier's own size first, then the others from the fewest examples (None: the whole set), each by budget
+    order = lambda kv: (kv[0][0], kv[0][2] != DEFAULT_SIZE, kv[0][2] or float("inf"), kv[0][1])  # noqa: E731
+    for (family, flops, size), tasks in sorted(points.items(), key=order):
         rows = {}
         for task, runs in sorted(tasks.items()):
             rows[task] = task_row(runs, controls.get((runs[0]["arch"], size, task)), baselines.get((size, task)))
@@ -184,7 +189,7 @@ def _budget_needed(needs: list[float], rate: float) -> str:
 
 def sentence(points: list[dict], family: str = "bert") -> str:
     """The frontier's one sentence for ``family`` at the protocol's default training-set size."""
-    mine = [p for p in points if p["family"] == family and p["train_examples"] == 4000]
+    mine = [p for p in points if p["family"] == family and p["train_examples"] == DEFAULT_SIZE]
     if not mine:
         return f"No {family} point at 4,000 training examples is recorded yet."
     for p in sorted(mine, key=lambda p: p["flops"]):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from encoderlab.study.plots import _pyplot, flops_axis
+from encoderlab.transfer.frontier import DEFAULT_SIZE
 
-DEFAULT_SIZE = 4000
 FAMILY_COLOURS = {"bert": "tab:blue", "electra": "tab:orange", "albert": "tab:green"}
 METRIC = {"cola": "MCC", "sst2": "accuracy", "mrpc": "mean of accuracy and F1", "stsb": "mean of Pearson and Spearman",
           "rte": "accuracy"}
