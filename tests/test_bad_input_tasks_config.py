@@ -194,4 +194,5 @@ def test_overrides_apply_or_name_the_key(overrides):
         for part in key.strip().split("."):
             node = node[part]
         want = yaml.safe_load(raw)
-        assert node == want or isinstance(node, (list, tuple)) and list(node) == list(want), (overrides, key, node, want)
+        same = node == want or isinstance(node, (list, tuple)) and list(node) == list(want)
+        assert same, (overrides, key, node, want)
