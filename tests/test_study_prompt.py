@@ -111,6 +111,7 @@ def test_the_probe_writes_what_claim_17_reads_for_an_mlm_and_an_electra_pair(pro
 
 
 def test_the_report_tables_every_prompted_variant_beside_the_majority_class(probed):
+    from encoderlab.study.config import task_label
     from encoderlab.study.report import _prompt_table
 
     cfg, variants, _, _, _ = probed
@@ -119,7 +120,8 @@ def test_the_report_tables_every_prompted_variant_beside_the_majority_class(prob
     cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines if ln.startswith("| ")]
     rows = {c[0]: c[1:] for c in cells}
     assert "clm" not in rows and rows["bert"][0] == "mlm" and rows["electra"][0] == "discriminator"
-    assert lines[2] == f"| variant | prompted through | {task} zero-shot | {task} 4-shot |"
+    label = task_label(task)  # the spec's own name ("toy"), not its path
+    assert label == "toy" and lines[2] == f"| variant | prompted through | {label} zero-shot | {label} 4-shot |"
     few = variants["electra"].measure.prompt[task]["k=4"]
     to_3 = 5.1e-4  # printed to 3 decimals
     assert float(rows["electra"][2]) == pytest.approx(float(np.mean(few["per_run"])), abs=to_3)  # runs x draws
