@@ -60,7 +60,9 @@ def tiny_recipe(run_dir, model: ModelConfig, objective: dict, *, steps=100, lr=3
 def read_metrics(run_dir, split="train") -> list[dict]:
     """The last record per step (a resumed run appends)."""
     by_step = {}
-    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+    text = (Path(run_dir) / "metrics.jsonl").read_text()
+    lines = text.split("\n")[:-1]  # complete lines only: the run may be half-way through writing one
+    for line in lines:
         rec = json.loads(line)
         if rec["split"] == split:
             by_step[rec["step"]] = rec

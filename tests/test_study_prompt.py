@@ -20,6 +20,7 @@ from encoderlab.study import prompt as probe
 from encoderlab.study.claims_arms import discriminator_prompting, prompt_scores
 from encoderlab.study.cli import load_study
 from encoderlab.study.config import ClaimRoles, StudyConfig, default_base
+from encoderlab.study.executor import LocalExecutor
 from encoderlab.study.inputs import check_task_files
 from encoderlab.study.judge import Judge
 from encoderlab.study.plan import run_name
@@ -59,7 +60,7 @@ def _run(cfg: StudyConfig, variants: dict, tmp: Path, stages: Stages) -> None:
     data = {"tokenizer": str(tmp / run_name("bert", 0) / "tok"), "glue_dir": None, "demo_task": None}
     progress = Progress(probe.prompt_total_weight(cfg), lambda *a: None, heartbeat_s=None)
     began = progress.phase_start
-    probe.run_prompting(cfg, recipes, variants, data, stages, progress)
+    probe.run_prompting(cfg, recipes, variants, data, stages, progress, LocalExecutor(cfg))
     assert progress.done == pytest.approx(progress.total)
     # prompting is a phase of its own for the ETA's rate (when it has anything to run)
     assert (progress.phase_start > began) == (progress.worked > 0)

@@ -237,6 +237,25 @@ class StudyConfig(Config):
     prompt_shots: tuple[int, ...] = (0,)
     prompt_seeds: int = 3
     prompt: PromptConfig = dataclasses.field(default_factory=PromptConfig)
+    # Where the jobs run (study/executor.py; docs/studies.md, "Running a study on a cluster"): "local",
+    # processes of this machine; "slurm", every pretraining run and every fine-tuning or prompting unit a
+    # SLURM job submitted with submitit (study/slurm.py), with out_dir on a filesystem the nodes share.
+    executor: Literal["local", "slurm"] = "local"
+    # A SLURM job's resources: partition and account (None: the cluster's defaults), time limit (a
+    # pretraining still running at it saves, is requeued and resumes), CPUs (the job's torch threads),
+    # memory (None: the partition's default) and further sbatch options ({qos: high, constraint: a100}).
+    partition: str | None = None
+    account: str | None = None
+    time_limit_min: int = 240
+    cpus_per_task: int = 1
+    mem_gb: float | None = None
+    sbatch: dict[str, str] = dataclasses.field(default_factory=dict)
+    # GPUs a pretraining run takes: 1 asks SLURM for one per job; locally, a machine with several runs
+    # one pretraining on each (CUDA_VISIBLE_DEVICES). 0: none asked (the runtime still uses a GPU it sees).
+    gpus_per_run: int = 0
+    # A job that ended without its result (scancel, node failure, time limit past requeues) is submitted
+    # again up to this many times, resuming from its last checkpoint; a job whose code failed is not.
+    job_retries: int = 3
 
     @classmethod
     def from_dict(cls, data, *, where: str = ""):
@@ -281,6 +300,13 @@ class StudyConfig(Config):
             raise ConfigError(f"equivalence_margin must be positive, got {self.equivalence_margin}")
         if self.pretrain_jobs < 1 or any(n is not None and n < 1 for n in (self.finetune_jobs, self.threads)):
             raise ConfigError("pretrain_jobs, finetune_jobs and threads must be >= 1")
+        if self.cpus_per_task < 1 or self.time_limit_min < 1 or self.job_retries < 0:
+            raise ConfigError("cpus_per_task and time_limit_min must be >= 1, job_retries >= 0")
+        if self.gpus_per_run not in (0, 1):
+            raise ConfigError(f"gpus_per_run: {self.gpus_per_run}; a run takes 0 or 1 GPU (a run spread over several "
+                              "GPUs with torchrun is `encoderlab pretrain`'s, not yet a study's)")
+        if self.mem_gb is not None and self.mem_gb <= 0:
+            raise ConfigError(f"mem_gb must be positive, got {self.mem_gb}")
         from encoderlab.study.prompt import check_prompt_config
         from encoderlab.study.roles import check_roles
 

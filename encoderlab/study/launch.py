@@ -45,7 +45,8 @@ RECIPE_FILE = "study_recipe.yaml"
 
 def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int | None, budget: float,
                  stages: Stages, progress: Progress, fingerprint: Callable[[PretrainConfig], str],
-                 cores: int | None = None, recreate: dict[str, dict] | None = None) -> None:
+                 cores: int | None = None, recreate: dict[str, dict] | None = None,
+                 gpus: list[str] | None = None) -> None:
     """Pretrain every variant not done yet, up to ``jobs`` at once, each on ``threads`` threads.
     Once nothing is left to start, the ``cores`` (default threads x jobs) of finished ones go to
     those still running, as far as the machine's load leaves them free (spread_threads). After a
@@ -53,8 +54,10 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
     and their logs. A child interrupted (Ctrl-C, SIGTERM: exit 130 or 143 after saving) is no
     failure: the study stops the others, which save too, and raises KeyboardInterrupt. ``recreate``:
     {run: its recorded stage} of done runs to pretrain again for their weights; the record is kept,
-    with how the new run compares."""
+    with how the new run compares. ``gpus``: CUDA_VISIBLE_DEVICES values, one per running child (a
+    machine with several GPUs runs one pretraining on each; study/executor.gpu_slots)."""
     recreate = recreate or {}
+    on_gpu: dict[str, str] = {}  # run -> the GPU it holds
     todo = [name for name, r in recipes.items()
             if name in recreate or stages.get(StageKey.pretrain(name), fingerprint(r)) is None]
     for name in todo:
@@ -69,6 +72,7 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
 
     def reap(name: str, proc: subprocess.Popen, started: float) -> None:
         del running[name]
+        on_gpu.pop(name, None)
         # A later `encoderlab pretrain` of this folder must not inherit the study's count.
         (Path(recipes[name].trainer.run_dir) / THREADS_FILE).unlink(missing_ok=True)
         counted.finish(name)
@@ -100,7 +104,11 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
                     progress.stage(f"pretrain {name}: {budget:.3g} FLOPs budget"
                                    + (f" ({len(running) + 1} running)" if jobs > 1 else ""))
                     counted.start(name)  # a resumed variant's earlier share is done, not worked here
-                    running[name] = (start_pretraining(recipes[name], env, threads), time.perf_counter())
+                    child_env = env
+                    if gpus:
+                        on_gpu[name] = next(g for g in gpus if g not in on_gpu.values())
+                        child_env = dict(env, CUDA_VISIBLE_DEVICES=on_gpu[name])
+                    running[name] = (start_pretraining(recipes[name], child_env, threads), time.perf_counter())
                 time.sleep(0.2)
                 for name, (proc, started) in list(running.items()):
                     if proc.poll() is not None:

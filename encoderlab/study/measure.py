@@ -47,8 +47,7 @@ def read_metrics(path: Path) -> Curve:
     and the machine of each (re)start that changed machine or precision."""
     recs, machines = {"train": {}, "eval": {}}, []
     if path.exists():
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
+        for r in _complete_records(path):
             if r.get("split") in recs:
                 recs[r["split"]][r["step"]] = r
             elif r.get("split") == "run" and "precision" in r:  # a (re)start; a bare one notes a thread change
@@ -56,6 +55,25 @@ def read_metrics(path: Path) -> Curve:
                 if not machines or {**machines[-1], "step": m["step"]} != m:  # a change of machine or precision
                     machines.append(m)
     return Curve(**{k: [v[s] for s in sorted(v)] for k, v in recs.items()}, machines=machines)
+
+
+def _complete_records(path: Path) -> list[dict]:
+    """The records of a metrics.jsonl, less a last line still being written (no newline yet: a study
+    reads a running pretraining's file, whose trainer may be half-way through a write). A broken line
+    elsewhere is an error that names the file and line."""
+    text = path.read_text()
+    lines = text.split("\n")
+    if lines and not text.endswith("\n"):
+        lines = lines[:-1]  # a partial write; the empty string after a final newline too
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}, line {n}: not a JSON record ({e.msg})") from None
+    return out
 
 
 def run_machine(record: dict) -> str:

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from encoderlab.config import ConfigError
 from encoderlab.eval import prompting
 from encoderlab.eval.tasks import BUILTIN, get_task
-from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
 from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import measure_weight, recipe_fingerprint, run_name
@@ -41,6 +41,9 @@ from encoderlab.study.results import VariantResult
 from encoderlab.study.runs import have_weights
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig
+
+if TYPE_CHECKING:  # the executor's module reads the study's config, whose checks read this one
+    from encoderlab.study.executor import Executor
 
 # Objective kinds with no network that scores a token at [MASK] (see the module docstring).
 NO_PROMPT_NETWORK = ("clm",)
@@ -135,7 +138,7 @@ class PromptUnit:
 
 
 def run_prompting(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants: dict[str, VariantResult],
-                  data: dict, stages: Stages, progress: Progress) -> None:
+                  data: dict, stages: Stages, progress: Progress, executor: Executor) -> None:
     """Every prompted variant's ``measure["prompt"]``; off while prompt_tasks is empty."""
     if not cfg.prompt_tasks:
         return
@@ -148,7 +151,7 @@ def run_prompting(cfg: StudyConfig, recipes: dict[str, PretrainConfig], variants
         else:
             progress.advance(prompt_weight(cfg, u.k), cached=True, key=str(u.key))
     run_units(cfg, [u for u in todo if have_weights(stages, {u.run: u.checkpoint}, f"prompting {u.label}")],
-              data, stages, progress)
+              data, stages, progress, executor)
     for name, us in units.items():
         if all(stages.get(u.key, u.fingerprint) is not None for u in us):  # else left out for want of weights
             variants[name].measure.prompt = collect(cfg, us, stages)
@@ -176,7 +179,8 @@ def prompt_units(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCo
     return out
 
 
-def run_units(cfg: StudyConfig, todo: list[PromptUnit], data: dict, stages: Stages, progress: Progress) -> None:
+def run_units(cfg: StudyConfig, todo: list[PromptUnit], data: dict, stages: Stages, progress: Progress,
+              executor: Executor) -> None:
     if not todo:
         return
     jobs = min(cfg.finetune_jobs or cfg.pretrain_jobs, len(todo))
@@ -191,13 +195,9 @@ def run_units(cfg: StudyConfig, todo: list[PromptUnit], data: dict, stages: Stag
     # minutes and a first prompt's units, once put a 30-minute probe at "~286,654 s left".
     progress.new_phase()
     progress.stage(f"prompting: {len(todo)} stages (run, task, shots), {jobs} at once")
-    if jobs <= 1:
-        launch.run_inline(_prompt_unit, [(u, cfg, data) for u in todo], threads=cfg.threads_per_job(1),
-                          on_result=store)
-        return
-    launch.run_pool(_prompt_unit, [(u, cfg, data) for u in todo], jobs=jobs, threads=cfg.threads_per_job(jobs),
-                    on_result=store, progress=progress,
-                    describe=lambda n: f"prompting: {n} of {len(todo)} stages done, {jobs} at once")
+    executor.map(_prompt_unit, [(u, cfg, data) for u in todo], keys=[(str(u.key), u.fingerprint) for u in todo],
+                 jobs=jobs, on_result=store, progress=progress,
+                 describe=lambda n: f"prompting: {n} of {len(todo)} stages done, {jobs} at once")
 
 
 def collect(cfg: StudyConfig, units: list[PromptUnit], stages: Stages) -> dict:

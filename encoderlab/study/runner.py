@@ -25,7 +25,9 @@ from encoderlab.precision import machine_kind
 from encoderlab.study import blimp, launch, measure, runs, speed
 from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.data_stage import prepare_data
+from encoderlab.study.executor import Executor, make_executor
 from encoderlab.study.inputs import check_inputs
+from encoderlab.study.lock import controller_lock
 from encoderlab.study.lr import chosen, pick_learning_rates
 from encoderlab.study.metrics import LATENCY_MS
 from encoderlab.study.plan import (
@@ -62,12 +64,13 @@ def run_study(cfg: StudyConfig, *, log=print, plan_s: tuple[float, float] | None
     progress = Progress(pre_units + (len(cfg.variants) + 2) * measure_weight(cfg), log,
                         planned=(pre_units, *plan_s) if plan_s else None)
     try:
-        return _run_stages(cfg, out, stages, progress)
+        with controller_lock(out):  # a second controller on this out_dir is refused, naming this one
+            return _run_stages(cfg, out, stages, progress, make_executor(cfg, out, log))
     finally:
         progress.close()
 
 
-def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress) -> dict:
+def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress, executor: Executor) -> dict:
     # Every file the study will read, before the data stage: not after a tokenizer or the pretraining.
     progress.stage("checking the study's inputs: corpus, recipes, task files, evaluation files")
     check_inputs(cfg, out)
@@ -83,15 +86,14 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     count_recorded(cfg, recipes, stages, progress)
     check_machines(cfg, recipes, stages)
     def pretrain(names, recreate: dict[str, dict]) -> None:  # each run in one call: its units counted once
-        launch.pretrain_all({n: recipes[n] for n in names}, jobs=cfg.pretrain_jobs, threads=cfg.threads_per_job(),
-                            budget=cfg.budget_flops, stages=stages, progress=progress, fingerprint=recipe_fingerprint,
-                            cores=cfg.cores(), recreate=recreate)
+        executor.pretrain({n: recipes[n] for n in names}, stages=stages, progress=progress,
+                          fingerprint=recipe_fingerprint, recreate=recreate)
 
     missing = runs.missing_weights(stages, recipes) if cfg.recreate_weights else {}
     recreate = {}
     if missing:  # the runs never pretrained first; then only the missing runs a stage still needs
         pretrain([n for n in recipes if n not in missing], {})
-        needed = _needed_runs(cfg, recipes, data, stages, progress)
+        needed = _needed_runs(cfg, recipes, data, stages, progress, executor)
         recreate = {n: rec for n, rec in missing.items() if n in needed}
         if recreate and not cfg.mixed_machines:
             runs.check_recreation(recreate, machine_kind(resolve_device(cfg.base.trainer.device)))
@@ -100,7 +102,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
     # threads, as the inline fine-tunings are: with `threads: 1` on a 2-core machine with one core busy,
     # torch's default 2 threads scored the demo's 300 minimal pairs in 44.5 s against 8.5 s at 1 thread.
     with launch.at_threads(cfg.threads_per_job(1)):
-        results = _after_pretraining(cfg, recipes, data, stages, progress)
+        results = _after_pretraining(cfg, recipes, data, stages, progress, executor)
     progress.stage("writing the report")
     report = write_report(cfg, results, out)
     progress.advance(measure_weight(cfg))
@@ -109,7 +111,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress)
 
 
 def _needed_runs(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
-                 progress: Progress) -> set[str]:
+                 progress: Progress, executor: Executor) -> set[str]:
     """The runs whose weights a stage still to compute needs (what recreate_weights pretrains again;
     before, every run with its folder missing was, 6 of a part's 15 for nothing on a fresh machine).
     Found by passing over the stages after pretraining with missing weights skipped
@@ -120,7 +122,7 @@ def _needed_runs(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
     try:
         with progress.rehearsal():
             progress.stage("finding the runs whose weights the stages still to compute need")
-            _after_pretraining(cfg, recipes, data, stages, progress)
+            _after_pretraining(cfg, recipes, data, stages, progress, executor)
     finally:
         stages.skip_missing_weights = cfg.skip_missing_weights
     left = stages.skipped[before:]
@@ -129,13 +131,13 @@ def _needed_runs(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
 
 
 def _after_pretraining(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
-                       progress: Progress) -> StudyResults:
+                       progress: Progress, executor: Executor) -> StudyResults:
     """Every stage after pretraining: learning-rate picks, fine-tunings, baselines, controls, measures,
     the side-by-side speed stage, probes and prompting."""
     progress.new_phase()
     if cfg.finetune_lrs:  # chosen on held-out training data before any fine-tuning the claims read
         data = {**data, "learning_rates": pick_learning_rates(cfg, recipes, stages, data, progress)}
-    finetune_all(cfg, recipes, data, stages, progress)
+    finetune_all(cfg, recipes, data, stages, progress, executor)
     results = StudyResults(config=cfg.to_dict(), data=data, baselines=task_baselines(cfg, data, stages, progress),
                            mlm_baselines=mlm_baselines(recipes, stages, progress),
                            controls=random_control(cfg, recipes, data, stages, progress),
@@ -144,7 +146,7 @@ def _after_pretraining(cfg: StudyConfig, recipes: dict[str, PretrainConfig], dat
                            skipped=stages.skipped)  # the same list: the probes' below join it
     side_by_side(cfg, {v.name: recipes[v.name] for v in cfg.variants}, results.variants, stages, progress)
     run_probes(cfg, recipes, results.variants, data, stages, progress)
-    run_prompting(cfg, recipes, results.variants, data, stages, progress)
+    run_prompting(cfg, recipes, results.variants, data, stages, progress, executor)
     return results
 
 
@@ -316,9 +318,10 @@ def mlm_baselines(recipes: dict[str, PretrainConfig], stages: Stages, progress: 
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
 def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dict, stages: Stages,
-                 progress: Progress) -> None:
+                 progress: Progress, executor: Executor) -> None:
     """Every fine-tuning not done yet: in this process with one job, else up to finetune_jobs
-    worker processes at once, each stored as it finishes so an interrupted study keeps what it got."""
+    worker processes at once (or a SLURM job each), each stored as it finishes so an interrupted study
+    keeps what it got."""
     todo: list[FinetuneUnit] = []
     for v in cfg.variants:
         for seed in range(cfg.pretrain_seeds):
@@ -340,18 +343,13 @@ def finetune_all(cfg: StudyConfig, recipes: dict[str, PretrainConfig], data: dic
             scores = ", ".join(f"{m} {s['median']:.3f} ± {s['std']:.3f}" for m, s in r["summary"].items())
             progress.stage(f"fine-tuned {u.label}: {scores} (median ± std of {cfg.seeds} seeds)")
 
-    if jobs <= 1:
-        def one(u: FinetuneUnit) -> tuple[FinetuneUnit, dict]:
-            progress.stage(f"fine-tune {u.label} ({cfg.seeds} seeds)")
-            return _finetune_unit((u, cfg, data))
-
-        launch.run_inline(one, todo, threads=cfg.threads_per_job(1), on_result=store)
-        return
-    progress.stage(f"fine-tune {len(todo)} checkpoint-task pairs, {jobs} at once ({cfg.seeds} seeds each): "
-                   + ", ".join(u.label for u in todo[:jobs]) + (", ..." if len(todo) > jobs else ""))
-    launch.run_pool(_finetune_unit, [(u, cfg, data) for u in todo], jobs=jobs, threads=cfg.threads_per_job(jobs),
-                    on_result=store, progress=progress,
-                    describe=lambda n: f"fine-tuning: {n} of {len(todo)} checkpoint-task pairs done, {jobs} at once")
+    if jobs > 1 or cfg.executor != "local":
+        progress.stage(f"fine-tune {len(todo)} checkpoint-task pairs, {jobs} at once ({cfg.seeds} seeds each): "
+                       + ", ".join(u.label for u in todo[:jobs]) + (", ..." if len(todo) > jobs else ""))
+    executor.map(_finetune_unit, [(u, cfg, data) for u in todo], keys=[(str(_stage(u)), u.fingerprint) for u in todo],
+                 jobs=jobs, on_result=store, progress=progress,
+                 announce=lambda item: progress.stage(f"fine-tune {item[0].label} ({cfg.seeds} seeds)"),
+                 describe=lambda n: f"fine-tuning: {n} of {len(todo)} checkpoint-task pairs done, {jobs} at once")
 
 
 def _stage(u: FinetuneUnit) -> StageKey:

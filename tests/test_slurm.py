@@ -1,0 +1,211 @@
+"""The study under ``executor: slurm``, against a real one-node SLURM on this machine
+(scripts/slurm_local.sh starts it; without root or apt the tests skip, saying why).
+
+Run by `make test-slurm` (a CI step of its own), not by `make test`: each test runs a tiny study's
+jobs through the cluster. Every slurm run is compared with one `local` run of the same study in the
+same out_dir path (the fingerprints hold the checkpoints' paths): the same stage keys, fingerprints
+and numbers, timings aside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from encoderlab.study.config import StudyConfig
+from encoderlab.study.runner import run_study
+from tests.test_study import BASE
+
+pytestmark = pytest.mark.slurm
+ROOT = Path(__file__).resolve().parents[1]
+# A budget that keeps the pretraining job running for ~20 s on a busy 2-core machine: long enough to
+# scancel it and to kill the controller while it runs.
+STUDY = {**BASE, "budget_flops": 1.0e10, "threads": 1, "cpus_per_task": 1}
+TIMING = {"elapsed_s", "peak_memory_mb", "tokens_per_s", "wall_s"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    pytest.importorskip("submitit")
+    got = subprocess.run(["bash", str(ROOT / "scripts" / "slurm_local.sh")], capture_output=True, text=True,
+                         timeout=600)
+    if got.returncode != 0:
+        pytest.skip(f"no one-node SLURM here: {(got.stdout + got.stderr).strip()[-400:]}")
+    return got.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory, cluster):
+    """(the out_dir every run uses, the local run's stages.json as it ended)."""
+    base = tmp_path_factory.mktemp("slurm")
+    out = base / "study"
+    run_study(StudyConfig.from_dict({**STUDY, "out_dir": str(out)}), log=lambda *a: None)
+    local = json.loads((out / "stages.json").read_text())
+    shutil.rmtree(out)
+    return out, local
+
+
+def _fresh(out: Path) -> Path:
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    cfg = out.parent / "study.yaml"
+    cfg.write_text(yaml.safe_dump({**STUDY, "out_dir": str(out), "executor": "slurm"}))
+    return cfg
+
+
+def _controller(cfg: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "encoderlab", "study", str(cfg)], cwd=ROOT,
+                            stdout=open(log, "a"), stderr=subprocess.STDOUT)
+
+
+def _without_timings(x):
+    if isinstance(x, dict):
+        return {k: _without_timings(v) for k, v in x.items() if k not in TIMING}
+    if isinstance(x, list):
+        return [_without_timings(v) for v in x]
+    return x
+
+
+def _assert_same_records(out: Path, local: dict, *, extra_checkpoints: int = 0) -> None:
+    """The slurm run's stages equal the local run's: keys, fingerprints, numbers (timings and the speed
+    stage's measured rates aside). ``extra_checkpoints``: saves of an interrupted run, beyond the local
+    run's checkpoints (which must all be there)."""
+    got = json.loads((out / "stages.json").read_text())
+    assert sorted(got) == sorted(local)
+    for key in local:
+        assert got[key]["fingerprint"] == local[key]["fingerprint"], key
+        if key.startswith("speed"):
+            continue
+        a, b = _without_timings(local[key]["result"]), _without_timings(got[key]["result"])
+        if key.startswith("pretrain:"):
+            mine, theirs = b.pop("checkpoints"), a.pop("checkpoints")
+            assert all(c in mine for c in theirs) and len(mine) == len(theirs) + extra_checkpoints, (mine, theirs)
+        assert a == b, key
+
+
+def _jobs(out: Path) -> dict:
+    path = out / "slurm" / "jobs.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _submissions(out: Path) -> list[list[str]]:
+    path = out / "slurm" / "submissions.log"
+    return [ln.split("\t") for ln in path.read_text().splitlines()] if path.exists() else []
+
+
+def _wait(what, condition, proc: subprocess.Popen | None = None, timeout: float = 240):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (got := condition()):
+            return got
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the controller exited ({proc.returncode}) before {what}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _running(job_id: str) -> bool:
+    got = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+    return got.stdout.strip() == "RUNNING"
+
+
+def test_slurm_study_records_equal_local(space):
+    out, local = space
+    cfg = _fresh(out)
+    run_study(StudyConfig.from_yaml(cfg), log=lambda *a: None)
+    _assert_same_records(out, local)
+    subs = _submissions(out)
+    assert [s[0] for s in subs] == ["pretrain:bert", "finetune:bert:1.0:demo"]  # one job each, none again
+    assert all(s[2] == "0" for s in subs)
+
+
+def test_scancel_of_a_pretraining_job_resumes_and_loses_nothing(space):
+    out, local = space
+    cfg = _fresh(out)
+    log = out.parent / "scancel.log"
+    proc = _controller(cfg, log)
+    try:
+        job = _wait("the pretraining job", lambda: _jobs(out).get("pretrain:bert", {}).get("job_id"), proc)
+        ckdir = out / "runs" / "bert" / "checkpoints"
+        _wait("its first checkpoint", lambda: _running(job) and ckdir.is_dir() and any(ckdir.iterdir()), proc)
+        subprocess.run(["scancel", job], check=True)
+        assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        proc.kill()
+    subs = _submissions(out)
+    pre = [s for s in subs if s[0] == "pretrain:bert"]
+    assert [s[2] for s in pre] == ["0", "1"] and pre[1][3].startswith(f"job {job} "), pre  # resubmitted once
+    assert "submitted again" in log.read_text()
+    # the run saved where it stopped and resumed from there: one checkpoint more than the local run's,
+    # every number the same
+    _assert_same_records(out, local, extra_checkpoints=1)
+
+
+def test_controller_killed_and_restarted_submits_nothing_twice(space):
+    out, local = space
+    cfg = _fresh(out)
+    log = out.parent / "sigkill.log"
+    first = _controller(cfg, log)
+    _wait("the pretraining job running",
+          lambda: (j := _jobs(out).get("pretrain:bert")) and _running(j["job_id"]), first)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    second = _controller(cfg, log)
+    try:  # picks the running pretraining up; killed again once its fine-tuning job is out
+        _wait("the fine-tuning job", lambda: "finetune:bert:1.0:demo" in _jobs(out), second)
+        second.send_signal(signal.SIGKILL)
+        second.wait()
+        third = subprocess.run([sys.executable, "-m", "encoderlab", "study", str(cfg)], cwd=ROOT, capture_output=True,
+                               text=True, timeout=400)
+    finally:
+        second.kill()
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    subs = _submissions(out)
+    assert [s[0] for s in subs] == ["pretrain:bert", "finetune:bert:1.0:demo"], subs  # each once, none again
+    assert "picking up job" in log.read_text() + third.stdout
+    _assert_same_records(out, local)
+
+
+def test_second_controller_is_refused(space):
+    out, _ = space
+    cfg = _fresh(out)
+    log = out.parent / "second.log"
+    first = _controller(cfg, log)
+    try:
+        _wait("the first controller's lock", lambda: "pretrain:bert" in _jobs(out), first)
+        second = subprocess.run([sys.executable, "-m", "encoderlab", "study", str(cfg)], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode != 0
+        said = second.stdout + second.stderr
+        assert "held by another study controller" in said and f"pid {first.pid}" in said, said
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        for entry in _jobs(out).values():
+            subprocess.run(["scancel", entry["job_id"]])
+
+
+def test_a_failing_job_stops_the_study_with_its_log_tail(space):
+    out, _ = space
+    cfg = _fresh(out)
+    broken = out / "runs" / "bert" / "checkpoints" / "step-000001"  # a checkpoint its run cannot resume
+    broken.mkdir(parents=True)
+    (broken / "trainer_state.json").write_text("{not json")
+    got = subprocess.run([sys.executable, "-m", "encoderlab", "study", str(cfg)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    said = got.stdout + got.stderr
+    assert got.returncode != 0, said
+    assert "pretraining failed" in said and "cannot resume" in said, said[-3000:]
+    assert str(out / "runs" / "bert" / "pretrain.log") in said
+    subs = _submissions(out)
+    assert len([s for s in subs if s[0] == "pretrain:bert"]) == 1  # not transient: not submitted again
+    assert os.path.exists(broken)  # nothing of the run's folder removed
