@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # A budget that keeps the pretraining job running for ~20 s on a busy 2-core machine: long enough to
 # scancel it and to kill the controller while it runs.
 STUDY = {**BASE, "budget_flops": 1.0e10, "threads": 1, "cpus_per_task": 1}
+# the jobs of one run of the study: the pretraining, the fine-tuning unit, BLiMP at both checkpoints
+JOBS = ["pretrain:bert", "finetune:bert:1.0:demo", "blimp:bert@0.5", "blimp:bert@1"]
 TIMING = {"elapsed_s", "peak_memory_mb", "tokens_per_s", "wall_s"}
 
 
@@ -45,8 +47,16 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def space(tmp_path_factory, cluster):
-    """(the out_dir every run uses, the local run's stages.json as it ended)."""
+    """(the out_dir every run uses, the local run's stages.json as it ended). The study scores two tiny
+    BLiMP-format paradigms too, so BLiMP's jobs go through the cluster as well."""
     base = tmp_path_factory.mktemp("slurm")
+    folder = base / "blimp"
+    folder.mkdir()
+    for name in ("agreement", "island"):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(
+            {"sentence_good": f"the {w} is here .", "sentence_bad": f"the {w} are here .", "UID": name,
+             "linguistics_term": name}) + "\n" for w in ("cat", "dog", "bird")))
+    STUDY.update(blimp=str(folder), blimp_pairs_per_paradigm=None)
     out = base / "study"
     run_study(StudyConfig.from_dict({**STUDY, "out_dir": str(out)}), log=lambda *a: None)
     local = json.loads((out / "stages.json").read_text())
@@ -124,7 +134,7 @@ def test_slurm_study_records_equal_local(space):
     run_study(StudyConfig.from_yaml(cfg), log=lambda *a: None)
     _assert_same_records(out, local)
     subs = _submissions(out)
-    assert [s[0] for s in subs] == ["pretrain:bert", "finetune:bert:1.0:demo"]  # one job each, none again
+    assert [s[0] for s in subs] == JOBS  # one job each, none again
     assert all(s[2] == "0" for s in subs)
 
 
@@ -170,7 +180,7 @@ def test_controller_killed_and_restarted_submits_nothing_twice(space):
         second.kill()
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     subs = _submissions(out)
-    assert [s[0] for s in subs] == ["pretrain:bert", "finetune:bert:1.0:demo"], subs  # each once, none again
+    assert [s[0] for s in subs] == JOBS, subs  # each once, none again
     assert "picking up job" in log.read_text() + third.stdout
     _assert_same_records(out, local)
 
@@ -209,3 +219,22 @@ def test_a_failing_job_stops_the_study_with_its_log_tail(space):
     subs = _submissions(out)
     assert len([s for s in subs if s[0] == "pretrain:bert"]) == 1  # not transient: not submitted again
     assert os.path.exists(broken)  # nothing of the run's folder removed
+
+
+def test_an_out_dir_the_jobs_cannot_see_is_refused(tmp_path, cluster):
+    """The controller in a mount namespace of its own, out_dir on a tmpfs there: the nodes' jobs (started
+    by slurmd, outside it) see an empty folder, as on a cluster where out_dir is a login node's local disk."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("no mount namespace here (unshare -m needs root)")
+    private = tmp_path / "private"
+    private.mkdir()
+    cfg = tmp_path / "study.yaml"
+    cfg.write_text(yaml.safe_dump({**STUDY, "out_dir": str(private / "study"), "executor": "slurm"}))
+    script = f"mount -t tmpfs none {private} && exec {sys.executable} -m encoderlab study {cfg}"
+    got = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    said = got.stdout + got.stderr
+    assert got.returncode != 0, said[-3000:]
+    assert f"out_dir {private / 'study'} is not visible from a job" in said, said[-3000:]
+    assert "Put out_dir on a filesystem the nodes share" in said
+    assert "submitted as job" not in said  # the check job only: nothing of the study was submitted

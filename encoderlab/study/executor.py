@@ -30,6 +30,9 @@ from encoderlab.train.config import PretrainConfig
 
 
 class Executor(Protocol):
+    def start(self, progress: Progress) -> None:
+        """Before the data stage: what must hold for any job to run (a cluster's shared out_dir)."""
+
     def pretrain(self, recipes: dict[str, PretrainConfig], *, stages: Stages, progress: Progress,
                  fingerprint: Callable[[PretrainConfig], str], recreate: dict[str, dict]) -> None:
         """Pretrain every run of ``recipes`` not recorded yet (or in ``recreate``) and record each."""
@@ -48,6 +51,9 @@ class LocalExecutor:
     def __init__(self, cfg: StudyConfig):
         self.cfg = cfg
         self.gpus = gpu_slots(cfg)
+
+    def start(self, progress) -> None:
+        pass  # this machine's processes share its files
 
     def pretrain(self, recipes, *, stages, progress, fingerprint, recreate) -> None:
         cfg = self.cfg

@@ -23,6 +23,7 @@ from encoderlab.models.config import ModelConfig
 from encoderlab.objectives.base import ObjectiveConfig
 from encoderlab.precision import machine_kind
 from encoderlab.study import blimp, launch, measure, runs, speed
+from encoderlab.study.blimp_stage import blimp_all, blimp_curve
 from encoderlab.study.config import StudyConfig, VariantSpec
 from encoderlab.study.data_stage import prepare_data
 from encoderlab.study.executor import Executor, make_executor
@@ -74,6 +75,7 @@ def _run_stages(cfg: StudyConfig, out: Path, stages: Stages, progress: Progress,
     # Every file the study will read, before the data stage: not after a tokenizer or the pretraining.
     progress.stage("checking the study's inputs: corpus, recipes, task files, evaluation files")
     check_inputs(cfg, out)
+    executor.start(progress)  # on a cluster: a first tiny job sees out_dir, before hours of data preparation
     data = {**prepare_data(cfg, out, stages, progress), "glue_dir": cfg.glue_dir}
     recipes = plan(cfg, data, out)
     progress.total += sum(finetune_weight(cfg, recipes[v.name]) * len(list(finetune_grid(cfg, v))) * cfg.pretrain_seeds
@@ -138,6 +140,7 @@ def _after_pretraining(cfg: StudyConfig, recipes: dict[str, PretrainConfig], dat
     if cfg.finetune_lrs:  # chosen on held-out training data before any fine-tuning the claims read
         data = {**data, "learning_rates": pick_learning_rates(cfg, recipes, stages, data, progress)}
     finetune_all(cfg, recipes, data, stages, progress, executor)
+    blimp_all(cfg, recipes, stages, data, progress, executor)
     results = StudyResults(config=cfg.to_dict(), data=data, baselines=task_baselines(cfg, data, stages, progress),
                            mlm_baselines=mlm_baselines(recipes, stages, progress),
                            controls=random_control(cfg, recipes, data, stages, progress),
@@ -393,36 +396,6 @@ def run_variant(cfg: StudyConfig, v: VariantSpec, recipes: dict[str, PretrainCon
         res.measure.blimp = blimp_curve(cfg, v.name, res.checkpoints, data, stages, fp, progress,
                                         causal=blimp.causal(v.objective.kind))
     return res
-
-
-def blimp_curve(cfg: StudyConfig, run: str, checkpoints: dict, data: dict, stages: Stages, fp: str,
-                progress: Progress, *, causal: bool = False) -> dict:
-    """BLiMP dev at each of a run's ``checkpoints`` (study/blimp.py; every evaluated one of seed 0's,
-    the last of a further pretraining seed's; ``causal``: scored left to right, a clm variant's), one stage each;
-    {fraction: record}, the per-pair outcomes kept at the last checkpoint only (the paired comparisons
-    read those; report.json stays small)."""
-    out, last = {}, max(checkpoints)
-    # Weights pretrained again (recreate_weights): the record says how they compare with the recorded run.
-    made = (stages.get(StageKey.pretrain(run), fp) or {}).get("recreated")
-    for frac, ck in sorted(checkpoints.items()):
-        cfp = fingerprint(fp, ck.path, cfg.blimp, cfg.blimp_pairs_per_paradigm,
-                          *(["causal"] if causal else []))  # the other variants' stages stay valid
-        how = " left to right" if causal else ""
-        label = f"{blimp.label(cfg.blimp)} zero-shot{how}: {run} at {frac:g} of the budget"
-        got = stages.cached(
-            StageKey.blimp(run, frac), cfp,
-            lambda ck=ck: {**blimp.score(load_model(ck.path).eval(), load_tokenizer(data["tokenizer"]),
-                                         blimp.load_pairs(cfg.blimp, cfg.blimp_pairs_per_paradigm), causal=causal),
-                           **({"recreated": made} if made else {})},
-            progress=progress, label=label,
-            ready=lambda ck=ck, label=label: runs.have_weights(stages, {run: ck.path}, label))
-        if got is None:
-            continue
-        if frac != last:
-            got = {**got, "networks": {n: {k: x for k, x in r.items() if k != "correct"}
-                                       for n, r in got["networks"].items()}}
-        out[f"{frac:g}"] = {"flops": ck.flops, "step": ck.step, "label": blimp.label(cfg.blimp), **got}
-    return out
 
 
 def lrs_of(cfg: StudyConfig, recipe: PretrainConfig, data: dict) -> dict[str, float]:

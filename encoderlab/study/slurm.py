@@ -2,11 +2,11 @@
 
 Each pretraining run is one job running `encoderlab pretrain` on its recipe, exactly as the local
 executor's child does, so its checkpoints and records are the same; each fine-tuning or prompting
-unit (one checkpoint on one task, all its seeds) is one job. This process, the controller, submits
+unit (one checkpoint on one task, all its seeds) and each BLiMP scoring of a checkpoint is one job. This process, the controller, submits
 them, polls them, and writes every result to stages.json as it lands: it stays the one writer.
 
 Where things are (all under out_dir, which must be on a filesystem the nodes share; a first tiny job
-checks that it sees the controller's out_dir before anything else is submitted):
+checks that it sees the controller's out_dir, before the data stage):
 - OUT/slurm/jobs.json: per job key (a stage key) its job id, attempt and history. A restarted
   controller reads it and picks up its jobs (running, or finished with a result) instead of submitting
   them again.
@@ -244,6 +244,9 @@ class SlurmExecutor:
         self.ledger.submitted(key, fp, job.job_id, 0, "first")
         progress.stage(f"{label}: submitted as job {job.job_id}")
         return Job(key, fp, label, submit, job)
+
+    def start(self, progress: Progress) -> None:
+        self.check_shared(progress)
 
     def check_shared(self, progress: Progress, timeout_s: float = 1800) -> None:
         """Refuse to start when a job does not see the controller's out_dir (ConfigError naming what the
