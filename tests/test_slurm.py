@@ -238,3 +238,25 @@ def test_an_out_dir_the_jobs_cannot_see_is_refused(tmp_path, cluster):
     assert f"out_dir {private / 'study'} is not visible from a job" in said, said[-3000:]
     assert "Put out_dir on a filesystem the nodes share" in said
     assert "submitted as job" not in said  # the check job only: nothing of the study was submitted
+
+
+def test_a_pretraining_at_its_time_limit_saves_and_is_requeued(space):
+    """SIGUSR2 is what SLURM sends before a time limit or a preemption (submitit asks for it 60 s
+    ahead); `scancel --signal=USR2` sends it now. The run saves, the same job is requeued and resumes."""
+    out, local = space
+    cfg = _fresh(out)
+    log = out.parent / "usr2.log"
+    proc = _controller(cfg, log)
+    try:
+        job = _wait("the pretraining job", lambda: _jobs(out).get("pretrain:bert", {}).get("job_id"), proc)
+        ckdir = out / "runs" / "bert" / "checkpoints"
+        _wait("its first checkpoint", lambda: _running(job) and ckdir.is_dir() and any(ckdir.iterdir()), proc)
+        subprocess.run(["scancel", "--signal=USR2", job], check=True)
+        assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        proc.kill()
+    assert [s[0] for s in _submissions(out)] == JOBS  # requeued by SLURM under the same id: no new submission
+    job_log = (out / "slurm" / "logs" / job / f"{job}_0_log.out").read_text()
+    assert "this job is preempted" in job_log or "this job is timed-out" in job_log, job_log[-2000:]
+    assert "Requeued" in job_log or "requeue" in job_log.lower(), job_log[-2000:]
+    _assert_same_records(out, local, extra_checkpoints=1)

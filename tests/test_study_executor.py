@@ -161,7 +161,7 @@ def test_a_pretraining_job_reports_an_interruption_and_a_failure(tmp_path, monke
     codes = iter([143, 1])
 
     class Proc:
-        def __init__(self, cmd, stdout, **kw):
+        def __init__(self, cmd, stdout, preexec_fn, **kw):
             stdout.write("Traceback ...\nCheckpointError: cannot resume\n")
 
         def wait(self):
@@ -171,3 +171,18 @@ def test_a_pretraining_job_reports_an_interruption_and_a_failure(tmp_path, monke
     assert slurm.PretrainJob(str(run_dir), 1)() == {"interrupted": 15}  # saved on SIGTERM: transient
     with pytest.raises(RuntimeError, match="exited 1(.|\n)*cannot resume"):  # not transient, with the log's tail
         slurm.PretrainJob(str(run_dir), 1)()
+
+
+def test_a_pretraining_job_stops_its_run_at_once_when_slurm_warns(tmp_path):
+    """checkpoint() runs in the signal handler while __call__ waits on the child: it must see the child
+    exit without Popen.wait, whose lock the interrupted wait holds (it spun 60 s on every requeue)."""
+    slurm = pytest.importorskip("encoderlab.study.slurm")
+    job = slurm.PretrainJob(str(tmp_path), 1)
+    job._proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with job._proc._waitpid_lock:  # as held by the wait that the signal interrupted
+        start = time.monotonic()
+        again = job.checkpoint()
+        took = time.monotonic() - start
+    assert took < 10, f"{took:.1f} s to see the run stop"
+    assert job._proc.wait(timeout=5) == -15  # SIGTERM, reaped afterwards as usual
+    assert isinstance(again.function, slurm.PretrainJob) and again.function.run_dir == str(tmp_path)

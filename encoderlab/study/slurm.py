@@ -2,8 +2,9 @@
 
 Each pretraining run is one job running `encoderlab pretrain` on its recipe, exactly as the local
 executor's child does, so its checkpoints and records are the same; each fine-tuning or prompting
-unit (one checkpoint on one task, all its seeds) and each BLiMP scoring of a checkpoint is one job. This process, the controller, submits
-them, polls them, and writes every result to stages.json as it lands: it stays the one writer.
+unit (one checkpoint on one task, all its seeds) and each BLiMP scoring of a checkpoint is one job.
+This process, the controller, submits them, polls them, and writes every result to stages.json as it
+lands: it stays the one writer.
 
 Where things are (all under out_dir, which must be on a filesystem the nodes share; a first tiny job
 checks that it sees the controller's out_dir, before the data stage):
@@ -78,9 +79,12 @@ class PretrainJob(submitit.helpers.Checkpointable):
         with open(run_dir / "pretrain.log", "a") as logf:
             logf.write(f"[slurm] job {os.environ.get('SLURM_JOB_ID', '?')} on {socket.gethostname()}\n")
             logf.flush()
+            # SIGUSR2 (SLURM's warning before the time limit, or a preemption) reaches every process of the
+            # job; its default would kill the run unsaved. The child ignores it: submitit's handler here
+            # calls checkpoint(), which stops the run with SIGTERM (it saves) and requeues the job.
             self._proc = subprocess.Popen([sys.executable, "-m", "encoderlab", "pretrain",
                                            str(run_dir / launch.RECIPE_FILE)], stdout=logf, stderr=subprocess.STDOUT,
-                                          env=env)
+                                          env=env, preexec_fn=_ignore_usr2)
             code = self._proc.wait()
         if code == 0:
             return {"wall_s": time.perf_counter() - start}
@@ -92,13 +96,31 @@ class PretrainJob(submitit.helpers.Checkpointable):
     def checkpoint(self, *args, **kwargs):
         """Time limit or preemption (SIGUSR2 from SLURM): the run saves on SIGTERM, then the same job
         is requeued and resumes from that checkpoint."""
-        if self._proc is not None and self._proc.poll() is None:
+        if self._proc is not None and self._proc.returncode is None:
             self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
+            if not _exited(self._proc.pid, timeout=60):
                 self._proc.kill()
         return submitit.helpers.DelayedSubmission(PretrainJob(self.run_dir, self.threads))
+
+
+def _exited(pid: int, timeout: float) -> bool:
+    """Whether child ``pid`` exits within ``timeout`` s, leaving it to be reaped. Called from the signal
+    handler while __call__ sits in Popen.wait, which holds the Popen's wait lock: a Popen.wait here
+    would spin on that lock for the whole timeout (60 s of every requeue, measured), so this asks the
+    kernel without reaping (WNOWAIT)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _ignore_usr2() -> None:
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
 
 def call_with_threads(fn: Callable, item, threads: int):
