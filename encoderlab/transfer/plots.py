@@ -59,8 +59,12 @@ def plot_frontier(result: dict, out: Path) -> Path | None:
                        label=f"{family} pretrained (fine-tuned; bar: 95% interval vs random)")
             a.plot(xs, [r["probe"] for r in rows], color=colour, marker="s", ls=":", label=f"{family} linear probe")
             _lines(a, rows[-1], family)
+    span = [p["flops"] for p in points]
     for task, a in axes.items():
         flops_axis(a)
+        # one x range for every panel: a task measured at fewer budgets (MRPC, RTE) spans less than a
+        # factor of 2, where the log locator's fallback labelled every minor tick over the next
+        a.set_xlim(min(span) / 1.25, max(span) * 1.25)
         a.set(title=task, ylabel=METRIC.get(task, "score"))
         a.grid(alpha=0.3)
     handles, labels = next(iter(axes.values())).get_legend_handles_labels()
