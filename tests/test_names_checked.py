@@ -8,7 +8,6 @@ import pytest
 
 from encoderlab.config import ConfigError
 from encoderlab.study.config import StudyConfig
-from encoderlab.study.roles import check_roles
 from encoderlab.train.config import PretrainConfig
 
 BERT = {"name": "bert", "model": {"preset": "bert-tiny"}, "objective": {"kind": "mlm", "sentence_loss": False}}
@@ -31,7 +30,7 @@ def test_a_misspelled_variant_stops_the_study_at_load_naming_the_claims_the_role
 
 def test_allow_missing_roles_runs_without_those_claims_and_says_which():
     cfg = _study(BERT, {**ALBERT, "name": "albret"}, allow_missing_roles=True)
-    notes = check_roles(cfg)
+    notes = cfg.role_notes()
     assert any("'albert'" in n and "'albret'" in n for n in notes)
     assert any(n.startswith("claim 1 will not run: it needs albert = 'albert' (closest variant: 'albret')")
                for n in notes)
@@ -40,7 +39,7 @@ def test_allow_missing_roles_runs_without_those_claims_and_says_which():
 
 def test_mapping_the_role_fixes_it_and_a_role_mapped_to_no_variant_is_an_error():
     cfg = _study(BERT, {**ALBERT, "name": "albret"}, roles={"albert": "albret", "width_pairs": [["bert", "albret"]]})
-    notes = check_roles(cfg)
+    notes = cfg.role_notes()
     assert not any(n.startswith(("claim 1 ", "claim 2 ", "claim 3 ", "claim 4 ")) for n in notes)
     with pytest.raises(ConfigError, match=r"roles\.nsp names 'bert-nps', which is not a variant \(closest variant: "
                                           r"'bert'\)"):
@@ -51,11 +50,11 @@ def test_a_subset_study_is_fine_and_its_notes_say_why_each_other_claim_will_not_
     """The demo runs three variants: no error, a note per claim it cannot run, with the role and name."""
     from encoderlab.study.cli import load_study
 
-    notes = check_roles(load_study("demo"))
+    notes = load_study("demo").role_notes()
     assert any(n.startswith("claim 7 will not run: it needs all_tokens_mlm = 'all-tokens-mlm'") for n in notes)
     assert not any(n.startswith(("claim 1 ", "claim 5 ", "claim 8 ")) for n in notes)  # bert, albert, electra: run
-    assert check_roles(load_study("claims")) == []  # the built-in claims study runs every claim
-    assert check_roles(StudyConfig.from_dict({"roles": {"bert": "x"}})) == []  # a fragment with no variants
+    assert load_study("claims").role_notes() == []  # the built-in claims study runs every claim
+    assert StudyConfig.from_dict({"roles": {"bert": "x"}}).role_notes() == []  # a fragment with no variants
 
 
 def test_near_names_are_typos_and_far_ones_are_not():

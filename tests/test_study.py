@@ -18,7 +18,6 @@ import pytest
 
 from encoderlab.config import ConfigError
 from encoderlab.study import launch
-from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.config import ClaimRoles, StudyConfig
 from encoderlab.study.measure import derived_minimal_pairs
 from encoderlab.study.plan import recipe_fingerprint
@@ -26,6 +25,7 @@ from encoderlab.study.progress import Progress
 from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, Measure, Speed, StudyResults, VariantResult
 from encoderlab.study.runner import run_study
 from encoderlab.study.stages import Stages
+from encoderlab.study.verdicts import evaluate_claims
 from encoderlab.train.config import PretrainConfig, TrainerConfig
 
 pytest.importorskip("matplotlib")

@@ -11,7 +11,6 @@ import yaml
 from encoderlab.study.cli import load_study
 from encoderlab.study.config import StudyConfig
 from encoderlab.study.plan import _set_only, family_model
-from encoderlab.study.roles import check_roles
 from encoderlab.train import PretrainConfig
 from encoderlab.train.config import InitConfig
 from encoderlab.train.flops import planned_step_flops, steps_for_budget
@@ -35,7 +34,7 @@ def test_the_arms_study_loads_with_the_claims_studys_recipe_family_budget_and_se
     # the tasks that carry signal at this scale (issue 32: MRPC at its majority class, RTE at chance)
     assert [t.name for t in arms.tasks] == ["sst2", "cola", "stsb"]
     assert all(v.model == theirs["bert"].model for v in arms.variants[2:])  # bert's architecture
-    check_roles(arms)  # no misspelled or dangling role stops it before compute
+    arms.role_notes()  # no misspelled or dangling role stops it before compute
 
 
 def test_at_equal_flops_the_causal_arms_take_fewer_steps():
@@ -86,7 +85,7 @@ def test_the_claims_study_is_run_in_parts_that_are_its_own_recipes():
         if part.prompt_tasks:  # a part that prompts does it as the built-in study does
             assert (part.prompt_tasks, part.prompt_shots, part.prompt) == (
                 claims.prompt_tasks, claims.prompt_shots, claims.prompt), path
-        check_roles(part)
+        part.role_notes()
 
 
 def test_claim_6s_part_varies_the_generators_width_at_the_discriminators_depth():

@@ -158,15 +158,15 @@ def test_every_arm_claim_is_not_run_without_its_variants_and_numbers_them_15_to_
 def test_registered_beside_claims_1_to_14_they_are_evaluated_with_holm_and_their_figures(monkeypatch):
     """What registering them would do (claims.CLAIMS += ARM_CLAIMS, PUBLISHED.update(PUBLISHED_ARMS)),
     done here on copies: evaluate_claims runs them with the others, Holm's adjustment covers them."""
-    from encoderlab.study import claims, published
+    from encoderlab.study import claims, published, verdicts
 
     monkeypatch.setattr(claims, "CLAIMS", claims.CLAIMS + ARM_CLAIMS)
     monkeypatch.setattr(published, "PUBLISHED", {**published.PUBLISHED, **PUBLISHED_ARMS})
     v = {"bert": _variant("bert", 0.70), "clm-then-mlm": _variant("clm-then-mlm", 0.74)}
-    out = {c.claim: c for c in claims.evaluate_claims(v)}
+    out = {c.claim: c for c in verdicts.evaluate_claims(v)}
     assert out[16].verdict == "holds" and out[16].comparisons[0].holm_p is not None
     assert out[16].published == PUBLISHED_ARMS[16] and out[15].verdict == out[17].verdict == "not run"
     # a claim of matching reads its margin: its comparison is outside Holm's family
     v["gpt-bert"] = _variant("gpt-bert", 0.71)
-    fifteen = {c.claim: c for c in claims.evaluate_claims(v)}[15].comparisons[0]
+    fifteen = {c.claim: c for c in verdicts.evaluate_claims(v)}[15].comparisons[0]
     assert fifteen.kind == "at_least" and fifteen.estimate is not None and fifteen.holm_p is None

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from encoderlab.study import blimp
-from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.judge import task_signal
 from encoderlab.study.results import Checkpoint, FinetuneKey, Measure, VariantResult
+from encoderlab.study.verdicts import evaluate_claims
 
 
 def _ft(level, rng):

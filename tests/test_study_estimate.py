@@ -15,7 +15,6 @@ from encoderlab.cli import main
 from encoderlab.study.config import StudyConfig
 from encoderlab.study.estimate import estimate, not_run_line
 from encoderlab.study.progress import Progress
-from encoderlab.study.roles import check_roles
 
 CLAIMS_REPORT = Path(__file__).resolve().parents[1] / "docs" / "studies" / "claims" / "report.json"
 
@@ -30,7 +29,7 @@ def study(tmp_path: Path, **over) -> StudyConfig:
 def test_the_plan_counts_every_job_the_study_runs(tmp_path):
     cfg = study(tmp_path, seeds=2, pretrain_seeds=2, finetune_fractions=[0.5, 1.0], eval_fractions=[0.5, 1.0],
                 random_control=True)
-    plan = estimate(cfg, notes=check_roles(cfg))
+    plan = estimate(cfg, notes=cfg.role_notes())
     stages = {s.stage: s for s in plan.stages}
     assert stages["pretraining"].jobs == 2 * 2  # variants x pretraining runs
     assert stages["fine-tuning"].jobs == 2 * 2 * 2 * 1 * 2  # variants x runs x fractions x tasks x seeds
@@ -70,7 +69,7 @@ def test_a_runs_seconds_are_its_timed_steps_times_the_steps_its_budget_buys(tmp_
 
 def test_the_plan_names_what_it_does_not_time_and_the_claims_that_will_not_run_in_one_line(tmp_path):
     cfg = study(tmp_path)
-    notes = check_roles(cfg)
+    notes = cfg.role_notes()
     assert len([n for n in notes if "will not run" in n]) > 3
     line = not_run_line(notes)
     assert line.startswith("claims ") and "will not run" in line and line.count("will not run") == 1

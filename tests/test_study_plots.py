@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from encoderlab.study.claims import evaluate_claims
 from encoderlab.study.results import Checkpoint, Curve, FinetuneKey, Measure, StudyResults, VariantResult
+from encoderlab.study.verdicts import evaluate_claims
 
 pytest.importorskip("matplotlib")
 

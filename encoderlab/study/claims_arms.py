@@ -12,7 +12,7 @@ pretraining runs by few-shot seeds, which is what a fine-tuning's scores are.
     balance, not prompting.
 
 The arms' variant names are ArmRoles' (docs/studies/claims-arms/study.yaml uses the defaults); bert and
-electra are the study's ClaimRoles. claims.evaluate_claims runs them after claims 1-14.
+electra are the study's ClaimRoles. verdicts.evaluate_claims runs them after claims 1-14.
 
 Prompt scores (claim 17) are read from ``VariantResult.measure.prompt``: {task: {"k=K": {"method":
 "discriminator" | "mlm", "per_run": [[accuracy per few-shot seed] per pretraining run]}}}, seed 0's
@@ -23,15 +23,14 @@ probe (study/prompt.py, `prompt_tasks`) writes it; without the probe claim 17 is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from encoderlab.study import stats
 from encoderlab.study.claims import NOT_TESTABLE, Claim, _diff, _ran, _scope
-from encoderlab.study.config import ClaimRoles
 from encoderlab.study.judge import Comparison, Judge, combined
 from encoderlab.study.metrics import EVAL_CLM_ACCURACY, EVAL_MLM_ACCURACY
+from encoderlab.study.roles import ARMS, ArmRoles, ClaimRoles
 
 # What each paper reported (read from its abstract; no figure where none was recorded), as
 # study/published.py's PUBLISHED gives it for claims 1-14.
@@ -46,16 +45,6 @@ PUBLISHED_ARMS: dict[int, str] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
-class ArmRoles:
-    """The variants that play the arms (docs/studies/claims-arms/study.yaml's names by default)."""
-
-    gpt_bert: str = "gpt-bert"
-    clm_then_mlm: str = "clm-then-mlm"
-    clm: str = "clm"
-
-
-ARMS = ArmRoles()
 
 
 def hybrid_encoder(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> Claim:

@@ -12,7 +12,6 @@ from encoderlab.study.inputs import check_inputs
 from encoderlab.study.metrics import TOKENS_PER_S
 from encoderlab.study.report import refresh_claims
 from encoderlab.study.results import StudyResults
-from encoderlab.study.roles import check_roles
 from encoderlab.study.runner import run_study
 
 BUILTIN = Path(__file__).resolve().parent / "builtin"
@@ -103,7 +102,7 @@ def cmd_study_claims(args) -> int:
 
 def run(study: str, overrides, *, plan_only: bool = False, pilot: str | None = None) -> int:
     cfg = load_study(study, overrides)  # a misspelled role or variant fails here (study/roles.py)
-    notes = check_roles(cfg)  # the claims this study will not run, and why, before any compute
+    notes = cfg.role_notes()  # the claims this study will not run, and why, before any compute
     check_inputs(cfg, Path(cfg.out_dir))  # seconds: every file it will read, before the plan times anything
     own = Path(cfg.out_dir) / "report.json"
     plan = estimate(cfg, notes=notes, pilot=Path(pilot) if pilot else own if own.is_file() else None)

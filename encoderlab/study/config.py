@@ -22,6 +22,8 @@ from encoderlab.eval.config import FinetuneConfig, PromptConfig
 from encoderlab.eval.robustness import RobustnessConfig
 from encoderlab.generate.config import GenerationConfig
 from encoderlab.objectives.base import ObjectiveConfig
+from encoderlab.study.prompt_check import check_prompt_fields
+from encoderlab.study.roles import ClaimRoles, check_roles
 from encoderlab.train.config import DataConfig, ModelSpec, OptimizerConfig, PretrainConfig, TrainerConfig
 
 
@@ -79,40 +81,6 @@ def task_label(name: str) -> str:
         return str(spec["name"]) if isinstance(spec, dict) and spec.get("name") else Path(name).stem
     except (OSError, yaml.YAMLError):
         return Path(name).stem
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ClaimRoles(Config):
-    """Which variant plays which part in the claims (study/claims.py). The defaults are the names the
-    studies' variants use (the built-in claims study's electra has gdes sharing, so it names its two
-    sharing roles itself); a study with its own names maps them here, and a role whose variant the
-    study lacks leaves its claims "not run". None switches a role off."""
-
-    bert: str | None = "bert"
-    albert: str | None = "albert"  # same width and depth as bert (unshare: true for claim 4's second half)
-    electra: str | None = "electra"  # the paper's recipe: 1/4-width generator, shared embeddings
-    # Claim 3: (bert, albert) pairs at growing widths.
-    width_pairs: tuple[tuple[str, str], ...] = (("bert", "albert"), ("bert-w2", "albert-w2"), ("bert-w3", "albert-w3"))
-    # Claim 6: the generator's width as a fraction of the discriminator's -> variant.
-    generator_sizes: dict[str, str] = dataclasses.field(default_factory=lambda: {
-        "1/8": "electra-gen-1-8", "1/4": "electra", "1/2": "electra-gen-1-2", "1": "electra-gen-1"})
-    # Claim 7: ELECTRA's ablations.
-    electra_15pct: str | None = "electra-15pct"
-    replace_mlm: str | None = "replace-mlm"
-    all_tokens_mlm: str | None = "all-tokens-mlm"
-    # Claim 9: embedding sharing. "shared" is the electra role unless share_shared names another
-    # variant (a study whose electra uses gdes, as claims-deep's does, runs a shared one beside it);
-    # here None means "the electra role", not "off".
-    share_none: str | None = "electra-share-none"
-    share_shared: str | None = None
-    share_gdes: str | None = "electra-gdes"
-    # Claim 10: sentence objectives (the bert role has none).
-    nsp: str | None = "bert-nsp"
-    sop: str | None = "bert-sop"
-    # Claim 11: BERT with mask-proposal masking (masking.scheme: proposal), against electra and bert.
-    bert_proposal: str | None = "bert-proposal"
-    # Claim 14: bert with the modern options (pre-LN, rotary positions, GeGLU, no biases).
-    bert_modern: str | None = "bert-modern"
 
 
 # The flat keys of studies written before ``base``: where each now lives.
@@ -307,11 +275,16 @@ class StudyConfig(Config):
                               "GPUs with torchrun is `encoderlab pretrain`'s, not yet a study's)")
         if self.mem_gb is not None and self.mem_gb <= 0:
             raise ConfigError(f"mem_gb must be positive, got {self.mem_gb}")
-        from encoderlab.study.prompt import check_prompt_config
-        from encoderlab.study.roles import check_roles
+        # a prompt task with no pattern fails as the study loads
+        check_prompt_fields(seeds=self.prompt_seeds, shots=self.prompt_shots, tasks=self.prompt_tasks,
+                            prompt=self.prompt)
+        self.role_notes()  # names before compute: a misspelled variant fails here, not as "not run" hours later
 
-        check_prompt_config(self)  # a prompt task with no pattern fails as the study loads
-        check_roles(self)  # names before compute: a misspelled variant fails here, not as "not run" hours later
+    def role_notes(self) -> list[str]:
+        """Notes on the claims this study will not run (study/roles.py); ConfigError where a role looks
+        misspelled or names no variant, unless allow_missing_roles."""
+        return check_roles([v.name for v in self.variants], self.roles, prompting=bool(self.prompt_tasks),
+                           allow_missing=self.allow_missing_roles)
 
     def threads_per_job(self, jobs: int | None = None) -> int | None:
         """Torch threads of each of `jobs` processes at once (default pretrain_jobs, which the speed

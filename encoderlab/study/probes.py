@@ -19,12 +19,12 @@ from __future__ import annotations
 from encoderlab.eval.robustness import evaluate_robustness
 from encoderlab.generate.config import GenerationConfig
 from encoderlab.generate.train import run_generation
-from encoderlab.study.claims_arms import ARMS
 from encoderlab.study.config import StudyConfig, TaskRef
 from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import finetune_weight, recipe_fingerprint
 from encoderlab.study.progress import Progress
 from encoderlab.study.results import VariantResult
+from encoderlab.study.roles import ARMS
 from encoderlab.study.runs import have_weights
 from encoderlab.study.stages import StageKey, Stages, fingerprint
 from encoderlab.train.config import PretrainConfig

@@ -30,9 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from encoderlab.config import ConfigError
 from encoderlab.eval import prompting
-from encoderlab.eval.tasks import BUILTIN, get_task
 from encoderlab.study.config import StudyConfig, TaskRef, VariantSpec
 from encoderlab.study.measure import task_spec
 from encoderlab.study.plan import measure_weight, recipe_fingerprint, run_name
@@ -48,43 +46,6 @@ if TYPE_CHECKING:  # the executor's module reads the study's config, whose check
 # Objective kinds with no network that scores a token at [MASK] (see the module docstring).
 NO_PROMPT_NETWORK = ("clm",)
 FEW_SHOT_ONLY = ("steps", "learning_rate", "batch_size")  # PromptConfig fields only prompt training reads
-
-
-def check_prompt_config(cfg: StudyConfig) -> None:
-    """Config errors of the prompt fields, named by key and task; called by StudyConfig.validate, so
-    a task with no pattern stops the study as it is loaded, before any compute."""
-    if cfg.prompt_seeds < 1:
-        raise ConfigError(f"prompt_seeds must be >= 1, got {cfg.prompt_seeds}")
-    if any(k < 0 for k in cfg.prompt_shots) or len(set(cfg.prompt_shots)) != len(cfg.prompt_shots):
-        raise ConfigError(f"prompt_shots must be distinct shot counts >= 0 (0: zero-shot), "
-                          f"got {list(cfg.prompt_shots)}")
-    if not cfg.prompt_tasks:
-        return
-    if not cfg.prompt_shots:
-        raise ConfigError("prompt_shots is empty: give at least one k (0: zero-shot) for the prompt_tasks")
-    dup = sorted({t for t in cfg.prompt_tasks if cfg.prompt_tasks.count(t) > 1})
-    if dup:
-        raise ConfigError(f"prompt_tasks repeats {dup}")
-    if (cfg.prompt.template or cfg.prompt.verbalizer) and len(cfg.prompt_tasks) > 1:
-        raise ConfigError("prompt.template and prompt.verbalizer replace a task's own pattern: with several "
-                          f"prompt_tasks ({list(cfg.prompt_tasks)}) leave them unset, each task uses its own")
-    for name in cfg.prompt_tasks:
-        _check_task(name, cfg)
-
-
-def _check_task(name: str, cfg: StudyConfig) -> None:
-    with_pattern = sorted(n for n, s in BUILTIN.items() if s.template and s.verbalizer)
-    try:
-        spec = get_task(name)
-    except ValueError as e:
-        raise ConfigError(f"prompt_tasks: {name!r}: {e}; the built-in tasks with a prompt pattern are "
-                          f"{with_pattern}") from None
-    if spec.kind != "classification":
-        raise ConfigError(f"prompt_tasks: {name!r} is a regression task: prompting scores label words, so it "
-                          f"needs a classification task (with a pattern: {with_pattern})")
-    if not (cfg.prompt.template or spec.template) or not (cfg.prompt.verbalizer or spec.verbalizer):
-        raise ConfigError(f"prompt_tasks: {name!r} has no prompt template and verbalizer (eval/tasks.py): the "
-                          f"built-in tasks with one are {with_pattern}, or a task-spec YAML may give its own")
 
 
 def task_ref(cfg: StudyConfig, name: str) -> TaskRef:

@@ -18,7 +18,7 @@ import yaml
 from encoderlab.eval.common import versions
 from encoderlab.study import runs
 from encoderlab.study.blimp import CAUSAL_CONTROL
-from encoderlab.study.claims import NOT_TESTABLE, RULE, evaluate_claims, left_plateau, plateau_accuracy, steady_train
+from encoderlab.study.claims import NOT_TESTABLE, RULE, left_plateau, plateau_accuracy, steady_train
 from encoderlab.study.config import ClaimRoles, StudyConfig, task_label
 from encoderlab.study.judge import task_signal
 from encoderlab.study.measure import one_class, one_class_count
@@ -31,6 +31,7 @@ from encoderlab.study.plan import per_family_settings
 from encoderlab.study.plots import claim_curves, forest_plot, gpu_memory, study_figures
 from encoderlab.study.results import FinetuneKey, StudyResults, VariantResult
 from encoderlab.study.transfer_table import transfer_section
+from encoderlab.study.verdicts import evaluate_claims
 
 
 def environment() -> dict:

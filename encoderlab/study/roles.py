@@ -19,10 +19,56 @@ A study without variants (a config fragment, e.g. only ``roles:``) is not checke
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
-from encoderlab.config import ConfigError, closest
-from encoderlab.study.claims_arms import ARMS
-from encoderlab.study.config import ClaimRoles, StudyConfig
+from encoderlab.config import Config, ConfigError, closest
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClaimRoles(Config):
+    """Which variant plays which part in the claims (study/claims.py). The defaults are the names the
+    studies' variants use (the built-in claims study's electra has gdes sharing, so it names its two
+    sharing roles itself); a study with its own names maps them here, and a role whose variant the
+    study lacks leaves its claims "not run". None switches a role off."""
+
+    bert: str | None = "bert"
+    albert: str | None = "albert"  # same width and depth as bert (unshare: true for claim 4's second half)
+    electra: str | None = "electra"  # the paper's recipe: 1/4-width generator, shared embeddings
+    # Claim 3: (bert, albert) pairs at growing widths.
+    width_pairs: tuple[tuple[str, str], ...] = (("bert", "albert"), ("bert-w2", "albert-w2"), ("bert-w3", "albert-w3"))
+    # Claim 6: the generator's width as a fraction of the discriminator's -> variant.
+    generator_sizes: dict[str, str] = dataclasses.field(default_factory=lambda: {
+        "1/8": "electra-gen-1-8", "1/4": "electra", "1/2": "electra-gen-1-2", "1": "electra-gen-1"})
+    # Claim 7: ELECTRA's ablations.
+    electra_15pct: str | None = "electra-15pct"
+    replace_mlm: str | None = "replace-mlm"
+    all_tokens_mlm: str | None = "all-tokens-mlm"
+    # Claim 9: embedding sharing. "shared" is the electra role unless share_shared names another
+    # variant (a study whose electra uses gdes, as claims-deep's does, runs a shared one beside it);
+    # here None means "the electra role", not "off".
+    share_none: str | None = "electra-share-none"
+    share_shared: str | None = None
+    share_gdes: str | None = "electra-gdes"
+    # Claim 10: sentence objectives (the bert role has none).
+    nsp: str | None = "bert-nsp"
+    sop: str | None = "bert-sop"
+    # Claim 11: BERT with mask-proposal masking (masking.scheme: proposal), against electra and bert.
+    bert_proposal: str | None = "bert-proposal"
+    # Claim 14: bert with the modern options (pre-LN, rotary positions, GeGLU, no biases).
+    bert_modern: str | None = "bert-modern"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArmRoles:
+    """The variants that play the arms (docs/studies/claims-arms/study.yaml's names by default)."""
+
+    gpt_bert: str = "gpt-bert"
+    clm_then_mlm: str = "clm-then-mlm"
+    clm: str = "clm"
+
+
+ARMS = ArmRoles()
+
 
 # claim -> the ClaimRoles fields it cannot run without (study/claims.py; optional roles left out).
 # "width_pairs" and "generator_sizes" are groups: claim 3 needs one pair, claim 6 three sizes.
@@ -50,13 +96,12 @@ def role_names(roles: ClaimRoles, field: str) -> dict[str, str]:
     return {field: value} if value is not None else {}
 
 
-def check_roles(cfg: StudyConfig) -> list[str]:
-    """Notes on the claims this study will not run; raises ConfigError where a role looks misspelled
-    or was mapped to a variant the study lacks (unless ``allow_missing_roles``)."""
-    if not cfg.variants:
+def check_roles(present: list[str], roles: ClaimRoles, *, prompting: bool, allow_missing: bool) -> list[str]:
+    """Notes on the claims a study of these variants (``present``: their names) will not run; raises
+    ConfigError where a role looks misspelled or was mapped to a variant the study lacks (unless
+    ``allow_missing``). ``prompting``: the study runs the prompting probe (prompt_tasks)."""
+    if not present:
         return []
-    present = [v.name for v in cfg.variants]
-    roles = cfg.roles
     all_roles = {label: n for f in _fields() for label, n in role_names(roles, f).items()}
     arm_roles = {f"arms.{f.name}": getattr(ARMS, f.name) for f in dataclasses.fields(ARMS)}
     unused = [n for n in present if n not in all_roles.values() and n not in arm_roles.values()]
@@ -85,12 +130,12 @@ def check_roles(cfg: StudyConfig) -> list[str]:
         if arm not in present or roles.bert not in present:
             lacking = [n for n in (arm, roles.bert) if n not in present]
             notes.append(f"claim {claim} will not run: it needs the variant(s) {lacking}")
-    if not cfg.prompt_tasks or roles.bert not in present or roles.electra not in present:
+    if not prompting or roles.bert not in present or roles.electra not in present:
         notes.append("claim 17 will not run: it needs bert and electra and the prompting probe (prompt_tasks)")
     if unused:
         notes.append(f"variant(s) {unused} play no role in any claim (roles: "
                      f"{sorted(set(all_roles.values()) | set(arm_roles.values()))})")
-    if errors and not cfg.allow_missing_roles:
+    if errors and not allow_missing:
         raise ConfigError("claim roles: " + "; ".join(errors) + f". Variants present: {present}. Fix the name, map "
                           "the role in roles:, or set allow_missing_roles: true to run without those claims")
     return errors + notes

@@ -29,9 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from encoderlab.study.stats import t_quantile
-from encoderlab.transfer.protocol import FairConfig
-
-DEFAULT_SIZE = FairConfig().max_train_examples  # the frontier's training-set size (4,000)
+from encoderlab.transfer.protocol import DEFAULT_SIZE
 
 MIN_TASKS = 3
 

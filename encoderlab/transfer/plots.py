@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from encoderlab.study.plots import _pyplot, flops_axis
-from encoderlab.transfer.frontier import DEFAULT_SIZE
+from encoderlab.transfer.protocol import DEFAULT_SIZE
 
 FAMILY_COLOURS = {"bert": "tab:blue", "electra": "tab:orange", "albert": "tab:green"}
 METRIC = {"cola": "MCC", "sst2": "accuracy", "mrpc": "mean of accuracy and F1", "stsb": "mean of Pearson and Spearman",

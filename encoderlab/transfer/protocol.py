@@ -73,6 +73,9 @@ class FairConfig(Config):
                               max_eval_examples=self.max_eval_examples)
 
 
+
+
+DEFAULT_SIZE = FairConfig().max_train_examples  # the frontier's training-set size (4,000)
 def split(data: TaskData, cfg: FairConfig) -> TaskData:
     """The task as every network of the protocol sees it: trained on the rest of the capped training
     subset, scored on the held-out fifth ("heldout") and on the task's dev split(s)."""
