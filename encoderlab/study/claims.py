@@ -205,11 +205,11 @@ def training_speed(j: Judge, r: ClaimRoles) -> Claim:
     return c
 
 
-def _ran(j: Judge, *names: str | None) -> bool:
+def ran_all(j: Judge, *names: str | None) -> bool:
     return all(j.ran(n) for n in names)
 
 
-def _scope(j: Judge, c: Claim) -> Judge:
+def scoped(j: Judge, c: Claim) -> Judge:
     """The judge of claim c: its tasks are those c.compared learn (Judge.among); the test is kept on c
     for the report."""
     j, c.signal = j.among(c.compared)
@@ -221,18 +221,19 @@ def albert_quality(j: Judge, r: ClaimRoles) -> Claim:
     (holds when below at each, does not hold when above at any); unsharing is read at the first width."""
     c = Claim(4, "At small sizes ALBERT scores below BERT; unsharing ALBERT and fine-tuning scores higher", "not run",
               compared=[r.bert, r.albert])
-    if not _ran(j, r.bert, r.albert):
+    if not ran_all(j, r.bert, r.albert):
         return c
-    pairs = [(r.bert, r.albert)] + [(b, a) for b, a in r.width_pairs if (b, a) != (r.bert, r.albert) and _ran(j, b, a)]
+    pairs = [(r.bert, r.albert)] + [(b, a) for b, a in r.width_pairs
+                                    if (b, a) != (r.bert, r.albert) and ran_all(j, b, a)]
     c.compared = [n for p in pairs for n in p]
-    j = _scope(j, c)
+    j = scoped(j, c)
     c.numbers = {"albert": j.mean(r.albert), "bert": j.mean(r.bert)}
     for bn, an in pairs:
         if (bn, an) != (r.bert, r.albert):
             c.numbers.update({an: j.mean(an), bn: j.mean(bn)})
         c.comparisons.append(j.compare(f"{bn} - {an}", bn, an))
         main = (bn, an) == (r.bert, r.albert)
-        d = _diff(c.comparisons[-1])
+        d = diff_of(c.comparisons[-1])
         c.numbers["albert - bert" if main else f"{an} - {bn}"] = None if d is None else -d
     widths = combined([x.verdict for x in c.comparisons])
     n = len(c.comparisons)
@@ -243,7 +244,7 @@ def albert_quality(j: Judge, r: ClaimRoles) -> Claim:
     if j.mean(r.albert, unshared=True) is not None:
         un = j.compare(f"{r.albert} unshared - {r.albert}", r.albert, r.albert, a_unshared=True)
         c.comparisons.append(un)
-        c.numbers.update({"albert unshared": j.mean(r.albert, unshared=True), "unshared - shared": _diff(un)})
+        c.numbers.update({"albert unshared": j.mean(r.albert, unshared=True), "unshared - shared": diff_of(un)})
         halves.append("unshared against shared: " + {"holds": "higher", "does not hold": "lower"}.get(
             un.verdict, "within the interval"))
         verdicts.append(un.verdict)
@@ -252,18 +253,18 @@ def albert_quality(j: Judge, r: ClaimRoles) -> Claim:
     return c
 
 
-def _diff(cmp: Comparison) -> float | None:
+def diff_of(cmp: Comparison) -> float | None:
     return cmp.estimate.diff if cmp.estimate else None
 
 
 def electra_beats_bert(j: Judge, r: ClaimRoles) -> Claim:
     c = Claim("5a", "ELECTRA beats BERT at equal pretraining FLOPs", "not run", compared=[r.bert, r.electra])
-    if not _ran(j, r.bert, r.electra):
+    if not ran_all(j, r.bert, r.electra):
         return c
-    j = _scope(j, c)
+    j = scoped(j, c)
     cmp = j.compare(f"{r.electra} - {r.bert}", r.electra, r.bert)
     c.comparisons = [cmp]
-    c.numbers = {"electra": j.mean(r.electra), "bert": j.mean(r.bert), "electra - bert": _diff(cmp)}
+    c.numbers = {"electra": j.mean(r.electra), "bert": j.mean(r.bert), "electra - bert": diff_of(cmp)}
     c.verdict = cmp.verdict
     return c
 
@@ -273,14 +274,14 @@ def electra_quarter_compute(j: Judge, r: ClaimRoles) -> Claim:
     equivalence (matches or beats within the margin); the verdict is the 1/4 checkpoint's."""
     c = Claim("5b", "ELECTRA with ~1/4 of the compute matches BERT at the full budget", "not run",
               compared=[r.bert, r.electra])
-    if not _ran(j, r.bert, r.electra):
+    if not ran_all(j, r.bert, r.electra):
         return c
     fracs = [f for f in j.v[r.electra].finetuned_fractions() if f in (0.25, 0.5)]
     if 0.25 not in fracs:
         c.note = ("needs ELECTRA fine-tuned at 1/4 of the budget (finetune_fractions with 0.25); fine-tuned at "
                   + ", ".join(f"{f:g}" for f in j.v[r.electra].finetuned_fractions()))
         return c
-    j = _scope(j, c)  # the tasks the full-budget runs learn
+    j = scoped(j, c)  # the tasks the full-budget runs learn
     c.numbers = {"bert (full budget)": j.mean(r.bert)}
     for f in fracs:
         cmp = j.compare(f"{r.electra} at {f:g} - {r.bert} at 1", r.electra, r.bert, kind="at_least", a_fraction=f)
@@ -311,11 +312,11 @@ def generator_size(j: Judge, r: ClaimRoles) -> Claim:
     size beats it; does not hold when some size beats it (beyond the interval); otherwise inconclusive."""
     c = Claim(6, "A generator 1/4-1/2 the discriminator's width is best; one as large as the discriminator hurts",
               "not run", compared=list(r.generator_sizes.values()))
-    have = {m: n for m, n in r.generator_sizes.items() if _ran(j, n)}
+    have = {m: n for m, n in r.generator_sizes.items() if ran_all(j, n)}
     mid = [m for m in ("1/4", "1/2") if m in have]
     if len(have) < 3 or not mid:
         return c
-    j = _scope(j, c)
+    j = scoped(j, c)
     depths = sorted({str(j.v[n].spec.get("model", {}).get("generator_layers") or "the discriminator's")
                      for n in have.values()})
     c.note = (f"generator depth in the variants compared: {', '.join(depths)} layers (the paper: the discriminator's "
@@ -342,10 +343,10 @@ def all_tokens(j: Judge, r: ClaimRoles) -> Claim:
              "all-tokens-mlm": r.all_tokens_mlm, "electra": r.electra}
     c = Claim(7, "Most of ELECTRA's gain over BERT comes from learning from all tokens", "not run",
               compared=list(roles.values()))
-    if not _ran(j, r.bert, r.electra, r.all_tokens_mlm):
+    if not ran_all(j, r.bert, r.electra, r.all_tokens_mlm):
         return c
-    j = _scope(j, c)
-    c.numbers = {k: j.mean(n) for k, n in roles.items() if _ran(j, n)}
+    j = scoped(j, c)
+    c.numbers = {k: j.mean(n) for k, n in roles.items() if ran_all(j, n)}
     gain = (None if c.numbers["electra"] is None or c.numbers["bert"] is None
             else c.numbers["electra"] - c.numbers["bert"])  # a share of no gain, or of a loss, means nothing
     c.numbers["share of ELECTRA's gain recovered by All-Tokens-MLM"] = (
@@ -359,7 +360,7 @@ def all_tokens(j: Judge, r: ClaimRoles) -> Claim:
     # decide it): does the discriminator gain from its loss on every token rather than the masked 15%,
     # and does an MLM lose by the [MASK] tokens it never sees in fine-tuning (Replace-MLM against BERT)?
     for better, worse in ((r.electra, r.electra_15pct), (r.replace_mlm, r.bert)):
-        if _ran(j, better, worse):
+        if ran_all(j, better, worse):
             c.comparisons.append(j.compare(f"{better} - {worse}", better, worse))
     copy = j.v[r.all_tokens_mlm].objective().get("copy_mechanism")
     ev = j.v[r.all_tokens_mlm].final_eval()
@@ -408,8 +409,8 @@ def embedding_sharing(j: Judge, r: ClaimRoles) -> Claim:
 def sentence_objectives(j: Judge, r: ClaimRoles) -> Claim:
     c = _scores_higher(10, "SOP is a better sentence-level objective than NSP (and NSP adds little over none)",
                        j, {"nsp": r.nsp, "sop": r.sop, "none": r.bert}, "sop", "nsp")
-    if c.comparisons and _ran(j, r.bert):  # the second half, shown beside the verdict
-        j = _scope(j, c)
+    if c.comparisons and ran_all(j, r.bert):  # the second half, shown beside the verdict
+        j = scoped(j, c)
         c.comparisons.append(j.compare(f"{r.nsp} - {r.bert}", r.nsp, r.bert, kind="at_most"))
         c.note = (f"NSP adds little over none (its gain below +{j.margin:g}): {c.comparisons[-1].verdict}; "
                   "the verdict is SOP's")
@@ -420,11 +421,11 @@ def _scores_higher(num: int, title: str, j: Judge, roles: dict[str, str | None],
     """The claim that role ``better`` scores above role ``worse`` by the rule; the other roles'
     scores are shown beside them."""
     c = Claim(num, title, "not run", compared=list(roles.values()))
-    if _ran(j, roles[better], roles[worse]):
-        j = _scope(j, c)
+    if ran_all(j, roles[better], roles[worse]):
+        j = scoped(j, c)
         cmp = j.compare(f"{roles[better]} - {roles[worse]}", roles[better], roles[worse])
         c.comparisons = [cmp]
-        c.numbers = {k: j.mean(n) for k, n in roles.items() if _ran(j, n)}
+        c.numbers = {k: j.mean(n) for k, n in roles.items() if ran_all(j, n)}
         c.verdict = cmp.verdict
     return c
 
@@ -436,18 +437,18 @@ def mask_proposal(j: Judge, r: ClaimRoles) -> Claim:
     roles = {"bert-proposal": r.bert_proposal, "electra": r.electra, "bert": r.bert}
     c = Claim(11, "MLM with a mask proposal matches or beats ELECTRA at equal FLOPs", "not run",
               compared=list(roles.values()))
-    if not _ran(j, r.bert_proposal, r.electra):
+    if not ran_all(j, r.bert_proposal, r.electra):
         return c
-    j = _scope(j, c)
+    j = scoped(j, c)
     cmp = j.compare(f"{r.bert_proposal} - {r.electra}", r.bert_proposal, r.electra, kind="at_least")
     c.comparisons = [cmp]
-    c.numbers = {k: j.mean(n) for k, n in roles.items() if _ran(j, n)} | {"bert-proposal - electra": _diff(cmp)}
+    c.numbers = {k: j.mean(n) for k, n in roles.items() if ran_all(j, n)} | {"bert-proposal - electra": diff_of(cmp)}
     c.verdict = cmp.verdict
     c.note = f"matching = the interval inside ±{j.margin:g}"
-    if _ran(j, r.bert):
+    if ran_all(j, r.bert):
         over = j.compare(f"{r.bert_proposal} - {r.bert}", r.bert_proposal, r.bert)
         c.comparisons.append(over)
-        c.numbers["bert-proposal - bert"] = _diff(over)
+        c.numbers["bert-proposal - bert"] = diff_of(over)
         c.note += ("; the proposal against plain BERT: " + {"holds": "higher", "does not hold": "lower"}.get(
             over.verdict, "no detectable difference (the claim then says nothing about the proposal)"))
     return c
@@ -484,7 +485,7 @@ def robustness(j: Judge, r: ClaimRoles) -> Claim:
     cmp = summary_compare("electra drop - bert drop", drops["electra"], drops["bert"])
     c.comparisons = [cmp]
     c.numbers = {"bert drop": drops["bert"]["median"], "electra drop": drops["electra"]["median"],
-                 "electra - bert": _diff(cmp)}
+                 "electra - bert": diff_of(cmp)}
     c.verdict = cmp.verdict
     return c
 

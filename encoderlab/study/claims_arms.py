@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from encoderlab.study import stats
-from encoderlab.study.claims import NOT_TESTABLE, Claim, _diff, _ran, _scope
+from encoderlab.study.claims import NOT_TESTABLE, Claim, diff_of, ran_all, scoped
 from encoderlab.study.judge import Comparison, Judge, combined
 from encoderlab.study.metrics import EVAL_CLM_ACCURACY, EVAL_MLM_ACCURACY
 from encoderlab.study.roles import ARMS, ArmRoles, ClaimRoles
@@ -54,12 +54,12 @@ def hybrid_encoder(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> Claim:
     g = arms.gpt_bert
     c = Claim(15, "A masked + causal hybrid (GPT-BERT) matches or beats MLM as an encoder at equal FLOPs",
               "not run", compared=[r.bert, g], published=PUBLISHED_ARMS[15])
-    if not _ran(j, r.bert, g):
+    if not ran_all(j, r.bert, g):
         return c
-    j = _scope(j, c)
+    j = scoped(j, c)
     cmp = j.compare(f"{g} - {r.bert}", g, r.bert, kind="at_least")
     c.comparisons = [cmp]
-    c.numbers = {"gpt-bert": j.mean(g), "bert": j.mean(r.bert), "gpt-bert - bert": _diff(cmp)}
+    c.numbers = {"gpt-bert": j.mean(g), "bert": j.mean(r.bert), "gpt-bert - bert": diff_of(cmp)}
     c.numbers.update(_held_out(j, {"gpt-bert": g, "bert": r.bert, "clm": arms.clm}))
     c.numbers.update(_title_f1(j, {"gpt-bert (next-token)": (g, "next"), "bert (UniLM)": (r.bert, "mlm")}))
     c.verdict = cmp.verdict
@@ -76,21 +76,21 @@ def causal_then_masked(j: Judge, r: ClaimRoles, arms: ArmRoles = ARMS) -> Claim:
     ctm = arms.clm_then_mlm
     c = Claim(16, "Causal-then-masked pretraining beats masked-only at a fixed budget", "not run",
               compared=[r.bert, ctm, arms.clm], published=PUBLISHED_ARMS[16])
-    if not _ran(j, r.bert, ctm):
+    if not ran_all(j, r.bert, ctm):
         return c
-    j = _scope(j, c)
+    j = scoped(j, c)
     cmp = j.compare(f"{ctm} - {r.bert}", ctm, r.bert)
     c.comparisons = [cmp]
-    c.numbers = {"clm-then-mlm": j.mean(ctm), "bert": j.mean(r.bert), "clm-then-mlm - bert": _diff(cmp)}
+    c.numbers = {"clm-then-mlm": j.mean(ctm), "bert": j.mean(r.bert), "clm-then-mlm - bert": diff_of(cmp)}
     c.numbers.update(_held_out(j, {"clm-then-mlm": ctm, "bert": r.bert}))
     share = j.v[ctm].objective().get("causal_fraction")
     c.note = (f"causal for {0.5 if share is None else share:g} of the optimizer steps (the paper's split is by "
               "steps too); at equal FLOPs a causal step costs more than a masked one, so this arm takes fewer steps "
               "than bert")
-    if _ran(j, arms.clm):
+    if ran_all(j, arms.clm):
         control = j.compare(f"{arms.clm} - {r.bert}", arms.clm, r.bert)
         c.comparisons.append(control)
-        c.numbers.update({"clm": j.mean(arms.clm), "clm - bert": _diff(control)})
+        c.numbers.update({"clm": j.mean(arms.clm), "clm - bert": diff_of(control)})
         c.note += "; causal only against bert: " + {"holds": "higher", "does not hold": "lower"}.get(
             control.verdict, "within the interval")
     c.verdict = cmp.verdict
