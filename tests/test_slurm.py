@@ -24,6 +24,7 @@ import yaml
 from encoderlab.study.config import StudyConfig
 from encoderlab.study.runner import run_study
 from tests.test_study import BASE
+from tests.test_study_blimp_causal import tiny_blimp
 
 pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,13 +51,7 @@ def space(tmp_path_factory, cluster):
     """(the out_dir every run uses, the local run's stages.json as it ended). The study scores two tiny
     BLiMP-format paradigms too, so BLiMP's jobs go through the cluster as well."""
     base = tmp_path_factory.mktemp("slurm")
-    folder = base / "blimp"
-    folder.mkdir()
-    for name in ("agreement", "island"):
-        (folder / f"{name}.jsonl").write_text("".join(json.dumps(
-            {"sentence_good": f"the {w} is here .", "sentence_bad": f"the {w} are here .", "UID": name,
-             "linguistics_term": name}) + "\n" for w in ("cat", "dog", "bird")))
-    STUDY.update(blimp=str(folder), blimp_pairs_per_paradigm=None)
+    STUDY.update(blimp=str(tiny_blimp(base / "blimp")), blimp_pairs_per_paradigm=None)
     out = base / "study"
     run_study(StudyConfig.from_dict({**STUDY, "out_dir": str(out)}), log=lambda *a: None)
     local = json.loads((out / "stages.json").read_text())
@@ -128,6 +123,24 @@ def _running(job_id: str) -> bool:
     return got.stdout.strip() == "RUNNING"
 
 
+def _signal_the_pretraining(out: Path, cfg: Path, log: Path, *scancel: str, act=None) -> str:
+    """Run the study's controller; once its pretraining job runs and has saved a first checkpoint,
+    `scancel SCANCEL... JOB` (or ``act(job)``); wait for the study to finish. Returns the job's id."""
+    proc = _controller(cfg, log)
+    try:
+        job = _wait("the pretraining job", lambda: _jobs(out).get("pretrain:bert", {}).get("job_id"), proc)
+        ckdir = out / "runs" / "bert" / "checkpoints"
+        _wait("its first checkpoint", lambda: _running(job) and ckdir.is_dir() and any(ckdir.iterdir()), proc)
+        if act is not None:
+            act(job)
+        else:
+            subprocess.run(["scancel", *scancel, job], check=True)
+        assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        proc.kill()
+    return job
+
+
 def test_slurm_study_records_equal_local(space):
     out, local = space
     cfg = _fresh(out)
@@ -142,15 +155,7 @@ def test_scancel_of_a_pretraining_job_resumes_and_loses_nothing(space):
     out, local = space
     cfg = _fresh(out)
     log = out.parent / "scancel.log"
-    proc = _controller(cfg, log)
-    try:
-        job = _wait("the pretraining job", lambda: _jobs(out).get("pretrain:bert", {}).get("job_id"), proc)
-        ckdir = out / "runs" / "bert" / "checkpoints"
-        _wait("its first checkpoint", lambda: _running(job) and ckdir.is_dir() and any(ckdir.iterdir()), proc)
-        subprocess.run(["scancel", job], check=True)
-        assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
-    finally:
-        proc.kill()
+    job = _signal_the_pretraining(out, cfg, log)
     subs = _submissions(out)
     pre = [s for s in subs if s[0] == "pretrain:bert"]
     assert [s[2] for s in pre] == ["0", "1"] and pre[1][3].startswith(f"job {job} "), pre  # resubmitted once
@@ -246,17 +251,28 @@ def test_a_pretraining_at_its_time_limit_saves_and_is_requeued(space):
     out, local = space
     cfg = _fresh(out)
     log = out.parent / "usr2.log"
-    proc = _controller(cfg, log)
-    try:
-        job = _wait("the pretraining job", lambda: _jobs(out).get("pretrain:bert", {}).get("job_id"), proc)
-        ckdir = out / "runs" / "bert" / "checkpoints"
-        _wait("its first checkpoint", lambda: _running(job) and ckdir.is_dir() and any(ckdir.iterdir()), proc)
-        subprocess.run(["scancel", "--signal=USR2", job], check=True)
-        assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
-    finally:
-        proc.kill()
+    job = _signal_the_pretraining(out, cfg, log, "--signal=USR2")
     assert [s[0] for s in _submissions(out)] == JOBS  # requeued by SLURM under the same id: no new submission
     job_log = (out / "slurm" / "logs" / job / f"{job}_0_log.out").read_text()
     assert "this job is preempted" in job_log or "this job is timed-out" in job_log, job_log[-2000:]
     assert "Requeued" in job_log or "requeue" in job_log.lower(), job_log[-2000:]
     _assert_same_records(out, local, extra_checkpoints=1)
+
+
+def test_a_pretraining_job_killed_outright_is_submitted_again_from_its_last_checkpoint(space):
+    """The job's processes SIGKILLed (as on a node lost with them): no save, no result. The controller
+    sees the job leave the queue without one, submits it again, and the run resumes from its last
+    periodic checkpoint. (`scancel --signal=KILL` is no such test: slurmstepd then ends the run with
+    SIGTERM, and it saves.)"""
+    out, local = space
+    cfg = _fresh(out)
+    log = out.parent / "kill.log"
+
+    def lose(job: str) -> None:  # the job's own python first, so that nothing is left to write a result
+        subprocess.run(["pkill", "-9", "-f", f"submitit.core._submit {out / 'slurm' / 'logs'}"])
+        subprocess.run(["pkill", "-9", "-f", str(out / "runs" / "bert" / "study_recipe.yaml")])
+
+    job = _signal_the_pretraining(out, cfg, log, act=lose)
+    pre = [s for s in _submissions(out) if s[0] == "pretrain:bert"]
+    assert [s[2] for s in pre] == ["0", "1"] and pre[1][3].startswith(f"job {job} ") and "with no result" in pre[1][3]
+    _assert_same_records(out, local)  # no save at the kill: the local run's checkpoints exactly

@@ -5,6 +5,7 @@ random-init control of its architecture scored the same way; the other variants'
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,13 +24,18 @@ from encoderlab.study.stages import StageKey, Stages
 pytest.importorskip("matplotlib")
 
 
-def test_a_causal_lm_is_scored_left_to_right_beside_a_control_scored_the_same_way(tmp_path):
-    folder = tmp_path / "blimp"
+def tiny_blimp(folder: Path) -> Path:
+    """Two BLiMP-format paradigms of three pairs each."""
     folder.mkdir()
     for name in ("agreement", "island"):
         (folder / f"{name}.jsonl").write_text("".join(json.dumps(
             {"sentence_good": f"the {w} is here .", "sentence_bad": f"the {w} are here .", "UID": name,
              "linguistics_term": name}) + "\n" for w in ("cat", "dog", "bird")))
+    return folder
+
+
+def test_a_causal_lm_is_scored_left_to_right_beside_a_control_scored_the_same_way(tmp_path):
+    folder = tiny_blimp(tmp_path / "blimp")
     variants = [*BASE["variants"], {"name": "clm", "model": {"preset": "bert-tiny"}, "objective": {"kind": "clm"}}]
     cfg = StudyConfig.from_dict({**BASE, "out_dir": str(tmp_path / "study"), "variants": variants,
                                  "random_control": True, "blimp": str(folder), "blimp_pairs_per_paradigm": None,
