@@ -1,34 +1,35 @@
 """The ``encoderlab`` command: a thin layer that parses arguments and calls the library.
 
 Each area of the library contributes its subcommands through a ``register(subparsers)``
-function in its own ``cli`` module, listed in COMMAND_MODULES; the handler set with
-``set_defaults(func=...)`` receives the parsed namespace and returns an exit code.
+function in its own ``cli`` module, listed in COMMAND_MODULES (imported plainly, so the import graph
+sees them); the handler set with ``set_defaults(func=...)`` receives the parsed namespace and
+returns an exit code.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import signal
 import sys
 
-COMMAND_MODULES = [
-    "encoderlab.models.cli",
-    "encoderlab.interop.cli",
-    "encoderlab.data.cli",
-    "encoderlab.train.cli",
-    "encoderlab.eval.cli",
-    "encoderlab.generate.cli",
-    "encoderlab.study.cli",
-    "encoderlab.transfer.cli",
-]
+from encoderlab.data import cli as data_cli
+from encoderlab.eval import cli as eval_cli
+from encoderlab.generate import cli as generate_cli
+from encoderlab.interop import cli as interop_cli
+from encoderlab.models import cli as models_cli
+from encoderlab.study import cli as study_cli
+from encoderlab.train import cli as train_cli
+from encoderlab.transfer import cli as transfer_cli
+
+# In the order `encoderlab --help` lists their commands.
+COMMAND_MODULES = [models_cli, interop_cli, data_cli, train_cli, eval_cli, generate_cli, study_cli, transfer_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="encoderlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
 
 
