@@ -82,8 +82,8 @@ def _without_timings(x):
 
 def _assert_same_records(out: Path, local: dict, *, extra_checkpoints: int = 0) -> None:
     """The slurm run's stages equal the local run's: keys, fingerprints, numbers (timings and the speed
-    stage's measured rates aside). ``extra_checkpoints``: saves of an interrupted run, beyond the local
-    run's checkpoints (which must all be there)."""
+    stage's measured rates aside). ``extra_checkpoints``: at most this many saves of an interrupted run
+    beyond the local run's checkpoints (which must all be there)."""
     got = json.loads((out / "stages.json").read_text())
     assert sorted(got) == sorted(local)
     for key in local:
@@ -93,7 +93,10 @@ def _assert_same_records(out: Path, local: dict, *, extra_checkpoints: int = 0) 
         a, b = _without_timings(local[key]["result"]), _without_timings(got[key]["result"])
         if key.startswith("pretrain:"):
             mine, theirs = b.pop("checkpoints"), a.pop("checkpoints")
-            assert all(c in mine for c in theirs) and len(mine) == len(theirs) + extra_checkpoints, (mine, theirs)
+            # the save at a stop adds one, unless the run stopped at a periodic checkpoint's step (a run of
+            # 16 steps, cancelled right after its step-8 save, once in CI)
+            assert all(c in mine for c in theirs) and len(theirs) <= len(mine) <= len(theirs) + extra_checkpoints, (
+                mine, theirs)
         assert a == b, key
 
 
