@@ -248,6 +248,9 @@ def test_an_out_dir_the_jobs_cannot_see_is_refused(tmp_path, cluster):
     assert "submitted as job" not in said  # the check job only: nothing of the study was submitted
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "intermittent (issue 49, open): passed twice, then once in a fresh-clone CI run its fine-tuning stage's "
+    "fingerprint differed from the local run's while the pretraining record matched; not yet explained"))
 def test_a_pretraining_at_its_time_limit_saves_and_is_requeued(space):
     """SIGUSR2 is what SLURM sends before a time limit or a preemption (submitit asks for it 60 s
     ahead); `scancel --signal=USR2` sends it now. The run saves, the same job is requeued and resumes."""
