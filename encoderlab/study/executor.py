@@ -8,8 +8,8 @@ the study's controller (this process) stays the one writer of stages.json.
 - ``local`` (the default): child processes of this machine (study/launch.py), as many at once as
   pretrain_jobs / finetune_jobs say; with ``gpus_per_run: 1`` on a machine with several GPUs, one
   pretraining per GPU (CUDA_VISIBLE_DEVICES).
-- ``slurm``: every pretraining run, and every fine-tuning or prompting unit, a SLURM job submitted with
-  submitit (study/slurm.py); out_dir must be on a filesystem the nodes share.
+- ``slurm``: every pretraining run, every fine-tuning or prompting unit and every BLiMP scoring a SLURM
+  job submitted with submitit (study/slurm.py); out_dir must be on a filesystem the nodes share.
 
 Both hold the out_dir's controller lock (study/lock.py) while the study runs.
 """

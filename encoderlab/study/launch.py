@@ -78,10 +78,8 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
         counted.finish(name)
         if proc.returncode == 0:
             # with the run's record (study/runs.py): a machine without the run folder reads it from here
-            got = {"wall_s": time.perf_counter() - started, **runs.record(Path(recipes[name].trainer.run_dir))}
-            if name in recreate:  # the recorded run stays the one its fine-tunings read
-                got = {**recreate[name], "recreated": runs.recreation(recreate[name], got)}
-            stages.put(StageKey.pretrain(name), fingerprint(recipes[name]), got)
+            record_pretraining(stages, name, recipes[name], fingerprint(recipes[name]),
+                               time.perf_counter() - started, recreate.get(name))
             return
         log = Path(recipes[name].trainer.run_dir) / "pretrain.log"
         if (sig := interrupt_signal(proc.returncode)) is not None:
@@ -133,6 +131,17 @@ def pretrain_all(recipes: dict[str, PretrainConfig], *, jobs: int, threads: int 
     if failed:
         skipped = f"\nnot started: {', '.join(todo)}" if todo else ""
         raise RuntimeError("pretraining failed: " + "\n".join(failed) + skipped)
+
+
+def record_pretraining(stages: Stages, name: str, recipe: PretrainConfig, fp: str, wall_s: float,
+                       recreated: dict | None = None) -> None:
+    """A finished run's pretraining stage, with its record (study/runs.py), whichever executor ran it.
+    ``recreated``: the recorded stage of a run pretrained again for its weights, which stays the one its
+    fine-tunings read, with how the new run compares."""
+    got = {"wall_s": wall_s, **runs.record(Path(recipe.trainer.run_dir))}
+    if recreated is not None:
+        got = {**recreated, "recreated": runs.recreation(recreated, got)}
+    stages.put(StageKey.pretrain(name), fp, got)
 
 
 def check_run_dir(name: str, recipe: PretrainConfig) -> None:

@@ -46,7 +46,7 @@ import submitit
 from submitit.core.utils import pickle_load
 
 from encoderlab.config import ConfigError
-from encoderlab.study import launch, runs
+from encoderlab.study import launch
 from encoderlab.study.config import StudyConfig
 from encoderlab.study.progress import PRETRAIN_UNITS, PretrainShares, Progress, pretraining_status, tail_lines
 from encoderlab.study.stages import StageKey, Stages
@@ -374,10 +374,7 @@ class SlurmExecutor:
         def record(j: Job, value: dict) -> None:
             name = names[j.key]
             counted.finish(name)
-            got = {"wall_s": value["wall_s"], **runs.record(Path(recipes[name].trainer.run_dir))}
-            if name in recreate:
-                got = {**recreate[name], "recreated": runs.recreation(recreate[name], got)}
-            stages.put(StageKey.pretrain(name), j.fp, got)
+            launch.record_pretraining(stages, name, recipes[name], j.fp, value["wall_s"], recreate.get(name))
             progress.stage(f"pretrain {name}: done (job {j.job.job_id})")
 
         def interrupted(value: dict) -> str | None:
